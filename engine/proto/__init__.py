@@ -1,0 +1,1 @@
+"""GE protobuf schemas (ge_ir.proto) and their generated Python modules."""

@@ -1,0 +1,12 @@
+"""Variable-memory planning: GE's VarManager, VarMemAssignUtil and the variable passes.
+
+The policy (op types, alignment, logic bases, reuse rules, trans ops) is data in
+rules/ge/variables.yaml; see `policy.load_policy`.
+"""
+from .desc import InitValue, TensorDesc
+from .manager import VarManager, VarManagerPool
+from .records import (Assignment, BroadcastInfo, Status, TransNodeInfo, VarAddr, VarDevAddr,
+                      VarError, VarOp)
+
+__all__ = ["InitValue", "TensorDesc", "VarManager", "VarManagerPool", "Assignment",
+           "BroadcastInfo", "Status", "TransNodeInfo", "VarAddr", "VarDevAddr", "VarError", "VarOp"]

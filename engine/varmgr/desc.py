@@ -1,0 +1,152 @@
+"""Tensor descriptors as the variable manager sees them (GE's GeTensorDesc subset).
+
+`TensorDesc` holds the fields VarManager reads: format (full format word), data
+type (C++ value), dims, the stored byte size, origin format/type/shape and an
+optional `_init_value`. `desc_from_proto` / `desc_to_proto` convert to and from
+`ge.proto.TensorDescriptor` as GE's serializer does (ge-formats.md §2.6), so a
+descriptor written by `desc_to_proto` reads back equal.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..proto import ge_ir_pb2 as pb
+from . import getypes as t
+
+INIT_VALUE_ATTR = "_init_value"
+_DTYPE_OVERRIDE_ATTR = "__tensor_desc_data_type__"
+
+
+@dataclass(frozen=True, slots=True)
+class InitValue:
+    """A variable's `_init_value` tensor: its descriptor fields and raw bytes."""
+
+    dtype: int
+    format: int
+    dims: tuple[int, ...]
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class TensorDesc:
+    """Defaults are GE's default GeTensorDesc (ND, DT_FLOAT, origin ND / UNDEFINED)."""
+
+    format: int = t.FORMAT_ND
+    dtype: int = t.DT_FLOAT
+    dims: tuple[int, ...] = ()
+    size: int = 0
+    origin_format: int = t.FORMAT_ND
+    origin_dtype: int = t.DT_UNDEFINED
+    origin_dims: tuple[int, ...] | None = None
+    init_value: InitValue | None = None
+
+    def same_view(self, other: "TensorDesc") -> bool:
+        """GE's "differs in format OR dtype OR dims" test, negated."""
+        return self.format == other.format and self.dtype == other.dtype and self.dims == other.dims
+
+    def with_size(self, size: int) -> "TensorDesc":
+        return replace(self, size=size)
+
+    def shape_size(self) -> int:
+        """Element count (1 for a scalar); negative if any dim is unknown."""
+        n = 1
+        for d in self.dims:
+            if d < 0:
+                return -1
+            n *= d
+        return n
+
+    def describe(self) -> str:
+        dims = ",".join(str(d) for d in self.dims)
+        return f"{t.format_name(self.format)} {t.dtype_serial(self.dtype)} [{dims}]"
+
+
+# ---- proto <-> TensorDesc ------------------------------------------------------
+def _attr_int(td: pb.TensorDescriptor, key: str) -> int | None:
+    if key in td.attr:
+        a = td.attr[key]
+        kind = a.WhichOneof("value")
+        if kind in ("i", "dt"):
+            return int(getattr(a, kind))
+    return None
+
+
+def _attr_str(td: pb.TensorDescriptor, key: str) -> str | None:
+    if key in td.attr and td.attr[key].WhichOneof("value") == "s":
+        return td.attr[key].s.decode("utf-8", "replace")
+    return None
+
+
+def _format_of(td: pb.TensorDescriptor, int_key: str, str_key: str | None) -> int:
+    value = _attr_int(td, int_key)
+    if value is not None:
+        return value
+    text = td.layout if str_key is None else (_attr_str(td, str_key) or "")
+    parsed = t.parse_format(text) if text else None
+    # Note [missing layout]: an empty or unknown layout reads as ND, the format of
+    # GE's default GeTensorDesc.
+    return t.FORMAT_ND if parsed is None else parsed
+
+
+def desc_from_proto(td: pb.TensorDescriptor, init_attr: str = INIT_VALUE_ATTR) -> TensorDesc:
+    dtype = _attr_int(td, _DTYPE_OVERRIDE_ATTR)
+    if dtype is None:
+        dtype = t.dtype_from_proto(td.dtype)
+    origin_dtype = t.DT_UNDEFINED
+    odt = _attr_str(td, "origin_data_type")
+    if odt:
+        origin_dtype = t.parse_dtype(odt)
+        origin_dtype = t.DT_UNDEFINED if origin_dtype is None else origin_dtype
+    origin_dims = None
+    if "origin_shape_initialized" in td.attr and td.attr["origin_shape_initialized"].b:
+        origin_dims = tuple(td.attr["origin_shape"].list.i) if "origin_shape" in td.attr else ()
+    size = td.size
+    if not size:
+        size = _attr_int(td, "size") or 0
+    init = None
+    if init_attr in td.attr and td.attr[init_attr].WhichOneof("value") == "t":
+        tensor = td.attr[init_attr].t
+        inner = desc_from_proto(tensor.desc, init_attr="")
+        init = InitValue(inner.dtype, inner.format, inner.dims, bytes(tensor.data))
+    return TensorDesc(
+        format=_format_of(td, "format_for_int", None),
+        dtype=dtype,
+        dims=tuple(td.shape.dim),
+        size=size,
+        origin_format=_format_of(td, "origin_format_for_int", "origin_format"),
+        origin_dtype=origin_dtype,
+        origin_dims=origin_dims,
+        init_value=init,
+    )
+
+
+def desc_to_proto(desc: TensorDesc, out: pb.TensorDescriptor | None = None,
+                  init_attr: str = INIT_VALUE_ATTR) -> pb.TensorDescriptor:
+    """Write `desc` the way GE serializes a GeTensorDesc; fills `out` if given."""
+    td = pb.TensorDescriptor() if out is None else out
+    proto_dtype = t.dtype_to_proto(desc.dtype)
+    td.dtype = proto_dtype
+    if proto_dtype == pb.DT_UNDEFINED and desc.dtype != t.DT_UNDEFINED:
+        td.attr[_DTYPE_OVERRIDE_ATTR].dt = desc.dtype
+    del td.shape.dim[:]
+    td.shape.dim.extend(desc.dims)
+    td.layout = t.format_name(desc.format)
+    td.size = desc.size
+    td.attr["format_for_int"].i = desc.format
+    td.attr["origin_format"].s = t.format_name(desc.origin_format).encode()
+    td.attr["origin_format_for_int"].i = desc.origin_format
+    if desc.origin_dtype != t.DT_UNDEFINED:
+        td.attr["origin_data_type"].s = t.dtype_serial(desc.origin_dtype).encode()
+    td.attr["origin_shape_initialized"].b = desc.origin_dims is not None
+    if desc.origin_dims is not None:
+        lst = td.attr["origin_shape"].list
+        del lst.i[:]
+        lst.i.extend(desc.origin_dims)
+        lst.val_type = pb.AttrDef.ListValue.VT_LIST_INT
+    if desc.init_value is not None and init_attr:
+        iv = desc.init_value
+        tensor = td.attr[init_attr].t
+        desc_to_proto(TensorDesc(format=iv.format, dtype=iv.dtype, dims=iv.dims,
+                                 origin_format=iv.format), tensor.desc, init_attr="")
+        tensor.data = iv.data
+    return td

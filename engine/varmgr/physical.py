@@ -1,0 +1,172 @@
+"""Logical -> physical translation (GetVarMemoryAddr, §8) over a simulated device.
+
+`DeviceMemory` stands in for GE's MemManager and pools: it hands out
+deterministic, non-overlapping addresses and remembers bytes written, so tests
+can read an `_init_value` back. Nothing here touches real memory.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from .policy import Allocator
+from .records import Status, VarDevAddr, VarError
+
+if TYPE_CHECKING:
+    from .manager import VarManager
+
+DEVICE_BASE = 0x1_0000_0000      # first simulated device address
+RDMA_BASE = 0x2000_0000_0000
+HOST_BASE = 0x3000_0000_0000
+AUTO_MALLOC_PURPOSE = "Auto malloc var and constant op memory"
+
+
+@dataclass
+class BumpAllocator:
+    """Addresses from `base` upwards, 512-aligned; `capacity` None = unbounded."""
+
+    base: int
+    capacity: int | None = None
+    used: int = 0
+
+    def malloc(self, size: int) -> int | None:
+        size = (size + 511) // 512 * 512 or 512
+        if self.capacity is not None and self.used + size > self.capacity:
+            return None
+        addr = self.base + self.used
+        self.used += size
+        return addr
+
+
+@dataclass
+class DeviceMemory:
+    """A simulated MemManager with RDMA and host pools."""
+
+    device: BumpAllocator = field(default_factory=lambda: BumpAllocator(DEVICE_BASE))
+    rdma: BumpAllocator = field(default_factory=lambda: BumpAllocator(RDMA_BASE))
+    host: BumpAllocator = field(default_factory=lambda: BumpAllocator(HOST_BASE))
+    fail_device_malloc: bool = False
+    contents: dict[int, bytes] = field(default_factory=dict)
+    freed: list[int] = field(default_factory=list)
+
+    def malloc(self, mem_type: int, purpose: str, size: int, device: int) -> int | None:
+        return None if self.fail_device_malloc else self.device.malloc(size)
+
+    def rdma_malloc(self, size: int) -> int | None:
+        return self.rdma.malloc(size)
+
+    def host_malloc(self, size: int) -> int | None:
+        addr = self.host.malloc(size)
+        if addr is not None:
+            self.contents[addr] = bytes(size)           # host memory is zero-filled
+        return addr
+
+    def free(self, addr: int) -> None:
+        self.freed.append(addr)
+
+    def write(self, addr: int, data: bytes) -> None:
+        self.contents[addr] = bytes(data)
+
+    def read(self, addr: int, size: int) -> bytes:
+        return self.contents.get(addr, b"")[:size]
+
+
+def get_var_memory_addr(mgr: "VarManager", logic: int, mem_type: int, device: int = 0,
+                        graph_name: str = "") -> int | None:
+    if mgr.mem_manager is None:
+        return None                                   # "MemManager has not been init"
+    policy = mgr.policy
+    spec = policy.mem_type_by_rt(mem_type)
+    if spec is not None and spec.allocator is Allocator.RDMA_POOL:
+        return logic                                  # already a real pointer
+    hbm = mem_type == mgr.hbm_rt
+    if mgr.external_var_addr and hbm:
+        base = mgr.var_mem_logic_base
+        real = logic - base
+        if mgr.external_var_size < mgr.get_var_mem_size(mem_type) or real < 0 or real >= mgr.external_var_size:
+            return None
+        return mgr.external_var_addr + real
+    res = mgr.var_resource
+    if res is None:
+        return None
+    dmap = res.device_map(device)
+    entry = dmap.get(logic)
+    inner = 0
+    if entry is None:
+        entry = _containing(dmap, logic)
+        if entry is None:
+            return None                               # "Logic addr info is not assign"
+        inner = logic - entry.logic_addr
+    head = policy.memory.align
+    if entry.dev_addr:
+        _count_shared(mgr, graph_name, entry)
+        return entry.dev_addr if entry.is_extern_mem else entry.dev_addr + inner + head
+    size = policy.memory.footprint(entry.desc.size)
+    dev = None
+    if mgr.expandable_allocator is not None:
+        dev = mgr.expandable_allocator.malloc(size)
+        if dev is None and mgr.options.get(policy.options.huge_page) != "1":
+            mgr.expandable_allocator = None
+    if dev is None and mgr.expandable_allocator is None:
+        dev = mgr.mem_manager.malloc(mem_type, AUTO_MALLOC_PURPOSE, size, device)
+    if not dev:
+        return None                                   # "Malloc var caching mem failed"
+    mgr.var_malloc_mem_size += size
+    entry = replace(entry, dev_addr=dev)
+    dmap[entry.logic_addr] = entry
+    if graph_name:
+        stat = mgr.graph_var_mem_statistic.setdefault(graph_name, {"alloc": 0, "shared": 0, "addrs": set()})
+        stat["alloc"] += size
+        stat["addrs"].add(dev)
+    ptr = dev + inner + head
+    init = entry.desc.init_value
+    if init is not None:
+        d = entry.desc
+        if (init.dims, init.dtype, init.format) != (d.dims, d.dtype, d.format) or len(init.data) > d.size:
+            return None
+        mgr.mem_manager.write(ptr, init.data)
+    return ptr
+
+
+def check_init_value(desc) -> str | None:
+    """Why an `_init_value` would make GetVarMemoryAddr fail, or None."""
+    init = desc.init_value
+    if init is None:
+        return None
+    for what, a, b in (("shape", init.dims, desc.dims), ("data type", init.dtype, desc.dtype),
+                       ("format", init.format, desc.format)):
+        if a != b:
+            return f"_init_value {what} {a} differs from the variable's {b}"
+    if len(init.data) > desc.size:
+        return f"_init_value holds {len(init.data)} bytes, more than the variable's size {desc.size}"
+    return None
+
+
+def _containing(dmap: dict[int, VarDevAddr], logic: int) -> VarDevAddr | None:
+    for e in dmap.values():
+        if e.logic_addr < logic < e.logic_addr + e.desc.size:
+            return e
+    return None
+
+
+def _count_shared(mgr: "VarManager", graph_name: str, entry: VarDevAddr) -> None:
+    if not graph_name:
+        return
+    stat = mgr.graph_var_mem_statistic.setdefault(graph_name, {"alloc": 0, "shared": 0, "addrs": set()})
+    if entry.dev_addr not in stat["addrs"]:
+        stat["addrs"].add(entry.dev_addr)
+        stat["shared"] += mgr.policy.memory.footprint(entry.desc.size)
+
+
+def free_var_memory(mgr: "VarManager") -> None:
+    if mgr.mem_manager is None:
+        raise VarError(Status.FAILED, "MemManager has not been init")
+    res = mgr.var_resource
+    if res is not None:
+        for dmap in res.device_dev_maps.values():
+            for logic, entry in list(dmap.items()):
+                if entry.dev_addr and not entry.is_extern_mem:
+                    if mgr.expandable_allocator is None:
+                        mgr.mem_manager.free(entry.dev_addr)
+                    dmap[logic] = replace(entry, dev_addr=0)
+    mgr.var_malloc_mem_size = 0

@@ -1,0 +1,243 @@
+"""The variable-memory policy (rules/ge/variables.yaml) as frozen dataclasses.
+
+`load_policy(path)` reads the file strictly: unknown keys, wrong types and unknown
+names are collected and raised together as one InputError with file:line:col and
+a hint. Every entry keeps its Loc so a plan can name the rule line that decided.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from ..errors import Collector, Loc
+from ..resources import default_pack_dir
+from ..yamlloc import load_yaml
+
+
+class Allocator(Enum):
+    """How a memory type gets storage (§4): logical offsets or a real pool pointer."""
+
+    OFFSET = "offset"
+    RDMA_POOL = "rdma_pool"
+    HOST_POOL = "host_pool"
+    NONE = "none"
+
+
+class ReuseKind(Enum):
+    SAME_VARIABLE = "same_variable"
+    FILE_SLICE = "file_slice"
+    IDENTICAL_WEIGHTS = "identical_weights"
+    SIZE_COMPATIBLE = "size_compatible"
+
+
+class TransSupport(Enum):
+    ALWAYS = "always"
+    FORMAT_TRANSFER = "format_transfer"
+    CAST = "cast"
+    NEVER = "never"
+
+
+@dataclass(frozen=True, slots=True)
+class VarKeyForm:
+    """The VarKey template, e.g. "{name}{format}_{dtype}"; prints back to its source."""
+
+    text: str
+    loc: Loc
+
+    def render(self, name: str, fmt: int, dtype: int) -> str:
+        return self.text.format(name=name, format=fmt, dtype=dtype)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryTypeSpec:
+    name: str
+    rt: int
+    allocator: Allocator
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryLimits:
+    align: int
+    guard_units: int
+    logic_base_default: int
+    logic_base_session: int
+    graph_mem_max_default: int
+    var_mem_max_default: int
+    use_max_default: int
+    max_memory_size: int
+    graph_ratio: tuple[int, int]
+    var_ratio: tuple[int, int]
+    use_max_ratio: tuple[int, int]
+    max_version: int
+    capacity_check: bool
+    loc: Loc
+
+    def aligned(self, size: int) -> int:
+        return (size + self.align - 1) // self.align * self.align
+
+    def footprint(self, size: int) -> int:
+        """GetVarMallocSize: aligned size plus the guards."""
+        return self.aligned(size) + self.align * self.guard_units
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryTypeSelection:
+    attr: str
+    values: tuple[tuple[int, str], ...]
+    default: str
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class SizeRule:
+    round: int
+    default_padding: int
+    padding_option: str
+    zero_size: int
+    loc: Loc
+
+    def size_of(self, nbytes: int, padding: int) -> int:
+        size = (nbytes + self.round + padding - 1) // self.round * self.round
+        return self.zero_size if size == 0 else size
+
+
+@dataclass(frozen=True, slots=True)
+class ReuseRule:
+    id: str
+    kind: ReuseKind
+    op_types: tuple[str, ...]
+    candidate_types: tuple[str, ...]
+    key: str
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class TransOp:
+    type: str
+    data_index: int
+    support: TransSupport
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class FormatFusion:
+    max_var_change_times: int
+    reformat_type: str
+    trans_ops: tuple[TransOp, ...]
+    renew_only_types: frozenset[str]
+    format_transfers: frozenset[tuple[int, int]]
+    cast_pairs: frozenset[tuple[int, int]]
+    loc: Loc
+
+    def trans_op(self, op_type: str) -> TransOp | None:
+        for op in self.trans_ops:
+            if op.type == op_type:
+                return op
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class OpTypes:
+    placed: frozenset[str]
+    variable: frozenset[str]
+    file_constant: frozenset[str]
+    const_place_holder: frozenset[str]
+    string_weight: frozenset[str]
+    string_length: frozenset[str]
+    ref_data: frozenset[str]
+    broadcast: frozenset[str]
+    assign: frozenset[str]
+    trans_chain: frozenset[str]
+    rebuild_tracked: frozenset[str]
+    var_like: frozenset[str]
+    var_is_initialized: frozenset[str]
+    fused_variable: frozenset[str]
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class AttrNames:
+    src_const_name: str
+    src_var_name: str
+    ref_var_src_var_name: str
+    weights: str
+    init_value: str
+    inner_offset: str
+    file_path: tuple[str, ...]
+    file_offset: str
+    file_length: str
+    external_address: str
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class OptionKeys:
+    evaluate_mode: str
+    huge_page: str
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class VarPolicy:
+    file: str
+    schema_version: int
+    op_types: OpTypes
+    attrs: AttrNames
+    var_key: VarKeyForm
+    memory: MemoryLimits
+    memory_types: tuple[MemoryTypeSpec, ...]
+    memory_type_selection: MemoryTypeSelection
+    size_rule: SizeRule
+    reuse_rules: tuple[ReuseRule, ...]
+    options: OptionKeys
+    format_fusion: FormatFusion
+
+    def mem_type(self, name: str) -> MemoryTypeSpec:
+        for spec in self.memory_types:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+    def mem_type_by_rt(self, rt: int) -> MemoryTypeSpec | None:
+        for spec in self.memory_types:
+            if spec.rt == rt:
+                return spec
+        return None
+
+    def rt(self, name: str) -> int:
+        return self.mem_type(name).rt
+
+    def reuse_rule(self, kind: ReuseKind) -> ReuseRule | None:
+        for rule in self.reuse_rules:
+            if rule.kind is kind:
+                return rule
+        return None
+
+
+def default_policy_path() -> Path:
+    return default_pack_dir() / "variables.yaml"
+
+
+_CACHE: dict[str, VarPolicy] = {}
+
+
+def default_policy() -> VarPolicy:
+    path = str(default_policy_path())
+    if path not in _CACHE:
+        _CACHE[path] = load_policy(path)
+    return _CACHE[path]
+
+
+def load_policy(path) -> VarPolicy:
+    from .policy_load import build_policy
+    doc = load_yaml(path)
+    errors = Collector()
+    policy = build_policy(doc, errors)
+    errors.check()
+    return policy
+

@@ -1,0 +1,212 @@
+"""A session's VarManager <-> deployer.VarManagerInfo (var_manager.proto, §10).
+
+`to_info` follows VarManagerToSerial (what GE writes and what it leaves out),
+`restore` follows VarManagerToDeserial. `save_state` / `load_state` write and
+read the message as binary or text (by file suffix); a file that does not parse
+or is inconsistent is unusable input naming the file.
+
+Note [extern flag in the serial form]: var_manager.proto has no is_extern_mem,
+so GE forgets that a ConstPlaceHolder's device address is external and a
+restored session would add the 512-byte head guard to it. We mark such entries
+with the descriptor attr `_memconflict_extern_mem` (GE reads it as an ordinary
+attr); files from GE lack it and restore exactly as GE restores them.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from google.protobuf import text_format
+from google.protobuf.message import DecodeError
+
+from ..errors import InputError, Loc, Problem, display_path
+from ..proto import var_manager_pb2 as vpb
+from .desc import desc_from_proto, desc_to_proto
+from .manager import VarManager, VarManagerPool
+from .records import (BroadcastInfo, Status, TransNodeInfo, VarAddr, VarDevAddr, VarError)
+from .resource import VarResource, build_mem_resource
+
+EXTERN_ATTR = "_memconflict_extern_mem"
+TEXT_SUFFIXES = {".pbtxt", ".txt", ".textproto", ".prototxt"}
+
+
+def to_info(mgr: VarManager) -> vpb.VarManagerInfo:
+    res = mgr.var_resource
+    if res is None:
+        raise VarError(Status.INTERNAL_ERROR, f"VarManager of session {mgr.session_id} has no "
+                       "VarResource to serialize (Init not called)")
+    info = vpb.VarManagerInfo(
+        version=mgr.version, session_id=mgr.session_id, device_id=mgr.device_id, job_id=mgr.job_id,
+        graph_mem_max_size=mgr.graph_mem_max_size, var_mem_max_size=mgr.var_mem_max_size,
+        var_mem_logic_base=mgr.var_mem_logic_base, use_max_mem_size=mgr.use_max_mem_size)
+    r = info.var_resource
+    for logic, typ in res.var_offset_map.items():
+        r.var_offset_map[logic] = typ
+    for key, e in res.var_addr_mgr_map.items():
+        m = r.var_addr_mgr_map[key]
+        desc_to_proto(e.desc, m.desc)
+        m.address, m.offset, m.memory_type = e.address, e.offset, e.memory_type
+    for name, desc in res.cur_var_tensor_desc_map.items():
+        desc_to_proto(desc, r.cur_var_tensor_desc_map[name])
+    for name, road in res.var_to_trans_road.items():
+        multi = r.var_to_trans_road[name]
+        for step in road:
+            s = multi.node_info.add(node_type=step.node_type)
+            desc_to_proto(step.input, s.input)
+            desc_to_proto(step.output, s.output)
+    r.var_names_to_changed_graph_id.update(res.var_names_to_changed_graph_id)
+    r.var_names_to_allocated_graph_id.update(res.var_names_to_allocated_graph_id)
+    for gid, infos in res.var_broad_cast_info.items():
+        multi = r.var_broad_cast_info[gid]
+        for name, b in infos.items():
+            multi.broadcast_info[name].CopyFrom(vpb.BroadcastInfo(
+                var_name=b.var_name, broadcast_name=b.broadcast_name, idx=b.idx,
+                input_offset=b.input_offset, input_size=b.input_size,
+                output_offset=b.output_offset, output_size=b.output_size))
+    for logic, e in res.var_dev_addr_mgr_map.items():
+        m = r.var_dev_addr_mgr_map[logic]
+        desc_to_proto(e.desc, m.desc)
+        if e.is_extern_mem:
+            m.desc.attr[EXTERN_ATTR].b = True
+        m.address, m.dev_addr = e.logic_addr, e.dev_addr
+    for typ, mem in mgr.mem_resources.items():
+        info.mem_resource_map[typ].var_mem_size = mem.var_mem_size
+    return info
+
+
+def restore(mgr: VarManager, info: vpb.VarManagerInfo, device_id: int = 0) -> VarManager:
+    """VarManagerToDeserial into a manager without VarResource."""
+    if mgr.var_resource is not None:
+        raise VarError(Status.INTERNAL_ERROR, f"session {mgr.session_id} already has a VarResource")
+    mgr.version, mgr.session_id, mgr.job_id = info.version, info.session_id, info.job_id
+    mgr.device_id = device_id
+    mgr.graph_mem_max_size, mgr.var_mem_max_size = info.graph_mem_max_size, info.var_mem_max_size
+    mgr.var_mem_logic_base, mgr.use_max_mem_size = info.var_mem_logic_base, info.use_max_mem_size
+    mgr.init(mgr.version, info.session_id, device_id, info.job_id)
+    res: VarResource = mgr.var_resource
+    r = info.var_resource
+    res.var_offset_map.update(r.var_offset_map)
+    for key, m in r.var_addr_mgr_map.items():
+        res.var_addr_mgr_map[key] = VarAddr(desc_from_proto(m.desc), m.address, m.offset, m.memory_type, None)
+    for name, td in r.cur_var_tensor_desc_map.items():
+        res.cur_var_tensor_desc_map[name] = desc_from_proto(td)
+    for name, multi in r.var_to_trans_road.items():
+        res.var_to_trans_road[name] = [TransNodeInfo(s.node_type, desc_from_proto(s.input),
+                                                     desc_from_proto(s.output)) for s in multi.node_info]
+    for name, gid in r.var_names_to_changed_graph_id.items():
+        res.set_changed_graph_id(name, gid)
+    res.var_names_to_allocated_graph_id.update(r.var_names_to_allocated_graph_id)
+    for gid, multi in r.var_broad_cast_info.items():
+        res.var_broad_cast_info[gid] = {
+            name: BroadcastInfo(b.var_name, b.broadcast_name, b.idx, b.input_offset, b.input_size,
+                                b.output_offset, b.output_size) for name, b in multi.broadcast_info.items()}
+    for logic in sorted(r.var_dev_addr_mgr_map):
+        m = r.var_dev_addr_mgr_map[logic]
+        extern = EXTERN_ATTR in m.desc.attr and m.desc.attr[EXTERN_ATTR].b
+        desc = m.desc
+        if extern:
+            desc = type(m.desc)()
+            desc.CopyFrom(m.desc)
+            del desc.attr[EXTERN_ATTR]
+        res.add_dev_addr(VarDevAddr(desc_from_proto(desc), m.address, m.dev_addr, extern))
+    for typ, m in info.mem_resource_map.items():
+        mem = build_mem_resource(mgr.policy, typ)
+        if mem is not None:
+            mem.var_mem_size = m.var_mem_size
+            mgr.mem_resources[typ] = mem
+    return mgr
+
+
+def restore_session(pool: VarManagerPool, info: vpb.VarManagerInfo, device_id: int = 0) -> VarManager:
+    return restore(pool.instance(info.session_id), info, device_id)
+
+
+# ---- files ---------------------------------------------------------------------
+def is_text_path(path) -> bool:
+    return Path(path).suffix.lower() in TEXT_SUFFIXES
+
+
+def encode(info: vpb.VarManagerInfo, text: bool) -> bytes:
+    if text:
+        return text_format.MessageToString(info).encode()
+    return info.SerializeToString(deterministic=True)
+
+
+def save_state(mgr: VarManager, path) -> None:
+    write_atomic(path, encode(to_info(mgr), is_text_path(path)))
+
+
+def write_atomic(path, data: bytes) -> None:
+    """Write via a temporary file in the same folder, then rename: no partial files."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load_state(path, policy=None) -> vpb.VarManagerInfo:
+    file = display_path(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(Problem(Loc(file), f"cannot read state file: {exc.strerror}", "check the path")) from None
+    if not data:
+        raise InputError(Problem(Loc(file), "state file is empty", "write it with `vars plan --save-state`"))
+    info = vpb.VarManagerInfo()
+    if is_text_path(path):
+        try:
+            text_format.Parse(data.decode("utf-8"), info)
+        except UnicodeDecodeError:
+            raise InputError(Problem(Loc(file), "state file is not UTF-8 text",
+                                     "binary states need the .pb suffix")) from None
+        except text_format.ParseError as exc:
+            line, col = exc.GetLine() or 0, exc.GetColumn() or 0
+            raise InputError(Problem(Loc(file, line, col), f"not a deployer.VarManagerInfo: {exc}",
+                                     "the file is corrupt or not a VarManager state")) from None
+    else:
+        try:
+            info.ParseFromString(data)
+        except DecodeError:
+            raise InputError(Problem(Loc(file), "corrupt state file: not a binary deployer.VarManagerInfo "
+                                     f"({len(data)} bytes)", "text states need a .pbtxt suffix")) from None
+    problems = check_info(info, policy)
+    if problems:
+        raise InputError([Problem(Loc(file), f"inconsistent state file: {p}",
+                                  "the file is corrupt or was edited by hand") for p in problems])
+    return info
+
+
+def check_info(info: vpb.VarManagerInfo, policy=None) -> list[str]:
+    """Consistency a VarManager's own output always has."""
+    from .policy import default_policy
+    policy = policy or default_policy()
+    known = {s.rt for s in policy.memory_types}
+    r = info.var_resource
+    out: list[str] = []
+    if info.version > policy.memory.max_version:
+        out.append(f"session version {info.version} is invalid (at most {policy.memory.max_version})")
+    addresses = {m.address for m in r.var_addr_mgr_map.values()}
+    for key, m in r.var_addr_mgr_map.items():
+        if m.memory_type not in known:
+            out.append(f"var_addr_mgr_map['{key}'] has unknown memory type {m.memory_type}")
+    for logic, typ in r.var_offset_map.items():
+        if logic not in addresses:
+            out.append(f"var_offset_map address {logic} belongs to no variable")
+        if typ not in known:
+            out.append(f"var_offset_map address {logic} has unknown memory type {typ}")
+    for name, td in r.cur_var_tensor_desc_map.items():
+        desc = desc_from_proto(td)
+        key = policy.var_key.render(name, desc.format, desc.dtype)
+        if key not in r.var_addr_mgr_map:
+            out.append(f"variable '{name}' has a current descriptor but no address entry '{key}'")
+    for typ in info.mem_resource_map:
+        if typ not in known:
+            out.append(f"mem_resource_map has unknown memory type {typ}")
+    return out[:20]

@@ -46,7 +46,7 @@ def _training_session(pool):
     vm.assign_var_mem("c1", VarOp("c1", "Constant", desc(dtype=UINT8), weight=b"\1\2\3"), desc(dtype=UINT8), HBM)
     vm.assign_var_mem("c2", VarOp("c2", "Constant", desc(dtype=UINT8), weight=b"\1\2\3"), desc(dtype=UINT8), HBM)
     frac = desc((4, 1, 16, 16), NC1HWC0, FLOAT16, size=2048)
-    vm.assign_var_mem("w", VarOp("w", "Variable", frac), frac, HBM)          # larger: new block
+    vm.assign_var_mem("w", VarOp("w", "Variable", frac), frac, HBM)          # fits: same block
     vm.assign_var_mem("r", VarOp("r", "Variable", desc(size=64)), desc(size=64), RDMA)
     cph = desc((2,), size=8)
     vm.assign_var_mem("cph", VarOp("cph", "ConstPlaceHolder", cph, external_address=0x9000), cph, HBM)
@@ -87,7 +87,7 @@ def test_restored_session_answers_address_queries(pool, tmp_path):
         assert vm2.get_var_mem_type(logic) == vm.get_var_mem_type(logic)
         mt = vm.get_var_mem_type(logic) if vm.is_var_addr(logic) else HBM
         assert vm2.get_var_memory_addr(logic, mt) == vm.get_var_memory_addr(logic, mt)
-    cph_logic = BASE_128G + (37_888 + 1024) + 1024 + (2048 + 1024)     # w, c1 (c2 reuses), w again
+    cph_logic = BASE_128G + (37_888 + 1024) + 1024      # after w and c1 (c2 and w's new view reuse)
     assert vm.get_var_addr("cph", desc((2,), size=8))[0] == cph_logic
     assert vm2.get_var_memory_addr(cph_logic, HBM) == 0x9000             # external, verbatim
     assert vm2.get_trans_road("w") == vm.get_trans_road("w")

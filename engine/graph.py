@@ -198,10 +198,11 @@ class Graph:
         """Direct nodes in order; a live walk (sees nodes inserted after the current one)."""
         n = self.head
         while n is not None:
-            nxt = n.next
             yield n
-            # if n was removed meanwhile, continue from where it was
-            n = n.next if n.alive else nxt
+            # a removed node keeps its `next`, so the walk continues past it
+            n = n.next
+            while n is not None and not n.alive:
+                n = n.next
 
     def node_list(self) -> list[Node]:
         return list(self.nodes())

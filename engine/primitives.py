@@ -1,0 +1,210 @@
+"""Generic primitives the rule DSL can call.
+
+They know graphs, anchors, attributes, options and the op registry — never a
+particular op type. Each primitive is built per run from a `RunContext`
+(`factory(ctx)`), so it can read options and the pack. Pass algorithms add
+their own primitives (e.g. the RW pass's `is_ref_output`) with the same shape.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .dsl import Primitive
+from .proto import ge_ir_pb2 as pb
+
+ENGINE_ATTR = "_ge_attr_op_kernel_lib_name"
+PARENT_INDEX_ATTR = "_parent_node_index"
+
+
+@dataclass(frozen=True)
+class PrimSpec:
+    name: str
+    arity: tuple[int, int]
+    doc: str
+    factory: Callable[[Any], Callable]
+
+
+def attr_value(a: pb.AttrDef | None) -> Any:
+    """An AttrDef as a plain Python value (lists by their val_type field)."""
+    if a is None:
+        return None
+    which = a.WhichOneof("value")
+    if which is None:
+        return None
+    if which in ("s", "expression"):
+        return getattr(a, which).decode("utf-8", "replace")
+    if which == "bt":
+        return a.bt
+    if which in ("i", "f", "b", "dt"):
+        return getattr(a, which)
+    if which == "list":
+        lv = a.list
+        for f in ("s", "i", "f", "b", "dt", "bt", "td", "t", "g", "na"):
+            vals = getattr(lv, f)
+            if len(vals):
+                if f == "s":
+                    return [v.decode("utf-8", "replace") for v in vals]
+                return list(vals)
+        return []
+    if which == "list_list_int":
+        return [list(x.list_i) for x in a.list_list_int.list_list_i]
+    if which == "list_list_float":
+        return [list(x.list_f) for x in a.list_list_float.list_list_f]
+    return getattr(a, which)
+
+
+def _node_of(x):
+    if x is None:
+        return None
+    return x if hasattr(x, "op") else getattr(x, "node", None)
+
+
+def node_attr(node, key: str) -> Any:
+    n = _node_of(node)
+    if n is None or key not in n.op.attr:
+        return None
+    return attr_value(n.op.attr[key])
+
+
+def desc_attr(anchor, key: str) -> Any:
+    if anchor is None:
+        return None
+    d = anchor.desc
+    if d is None or key not in d.attr:
+        return None
+    return attr_value(d.attr[key])
+
+
+def parent_input(node):
+    """For a subgraph Data: the parent node's in-anchor at `_parent_node_index`."""
+    n = _node_of(node)
+    if n is None or n.graph is None or n.graph.parent_node is None:
+        return None
+    idx = node_attr(n, PARENT_INDEX_ATTR)
+    parent = n.graph.parent_node
+    if not isinstance(idx, int) or not 0 <= idx < len(parent.ins):
+        return None
+    return parent.ins[idx]
+
+
+def engine_of(ctx, node) -> str:
+    n = _node_of(node)
+    if n is None:
+        return ""
+    v = node_attr(n, ENGINE_ATTR)
+    if isinstance(v, str) and v:
+        return v
+    return ctx.pack.engine_of_type(n.type)
+
+
+def _count(x) -> int:
+    return 0 if x is None else len(x)
+
+
+def _producer(a):
+    return None if a is None else a.peer
+
+
+def _producer_node(a):
+    p = _producer(a)
+    return None if p is None else p.node
+
+
+def _consumers(a):
+    if a is None:
+        return []
+    if hasattr(a, "peers"):
+        return list(a.peers)
+    return [p for o in a.outs for p in o.peers]
+
+
+def _in(node, i):
+    n = _node_of(node)
+    return n.ins[i] if n is not None and i is not None and 0 <= i < len(n.ins) else None
+
+
+def _out(node, i):
+    n = _node_of(node)
+    return n.outs[i] if n is not None and i is not None and 0 <= i < len(n.outs) else None
+
+
+def _subgraphs(node):
+    n = _node_of(node)
+    return [] if n is None else [g for g in n.subgraphs if g is not None]
+
+
+def _nodes(graph):
+    return [] if graph is None else graph.node_list()
+
+
+def _parent(node):
+    n = _node_of(node)
+    return None if n is None or n.graph is None else n.graph.parent_node
+
+
+def _dims(anchor):
+    d = None if anchor is None else anchor.desc
+    return [] if d is None else list(d.shape.dim)
+
+
+def _option(ctx, key):
+    return ctx.options.get(key)
+
+
+def _spec(name, arity, doc, factory):
+    return name, PrimSpec(name, arity, doc, factory)
+
+
+GRAPH_PRIMITIVES: dict[str, PrimSpec] = dict([
+    _spec("attr", (2, 2), "attr(node, key): the op attribute's value or none", lambda ctx: node_attr),
+    _spec("has_attr", (2, 2), "has_attr(node, key): the op carries the attribute",
+          lambda ctx: lambda n, k: (_node_of(n) is not None and k in _node_of(n).op.attr)),
+    _spec("attr_true", (2, 2), "attr_true(node, key): bool attribute set to true",
+          lambda ctx: lambda n, k: node_attr(n, k) is True),
+    _spec("desc_attr", (2, 2), "desc_attr(anchor, key): the tensor descriptor attribute's value or none",
+          lambda ctx: desc_attr),
+    _spec("dims", (1, 1), "dims(anchor): the tensor shape as a list", lambda ctx: _dims),
+    _spec("producer", (1, 1), "producer(in_anchor): the feeding out-anchor or none", lambda ctx: _producer),
+    _spec("producer_node", (1, 1), "producer_node(in_anchor): the feeding node or none", lambda ctx: _producer_node),
+    _spec("consumers", (1, 1), "consumers(out_anchor or node): consumer in-anchors in peer order",
+          lambda ctx: _consumers),
+    _spec("count", (1, 1), "count(list): its length (0 for none)", lambda ctx: _count),
+    _spec("input", (2, 2), "input(node, i): the i-th in-anchor or none", lambda ctx: _in),
+    _spec("output", (2, 2), "output(node, i): the i-th out-anchor or none", lambda ctx: _out),
+    _spec("subgraphs", (1, 1), "subgraphs(node): its subgraph instances", lambda ctx: _subgraphs),
+    _spec("nodes", (1, 1), "nodes(graph): its direct nodes in order", lambda ctx: _nodes),
+    _spec("parent", (1, 1), "parent(node): the node owning the node's graph, or none", lambda ctx: _parent),
+    _spec("parent_input", (1, 1), "parent_input(data): parent's in-anchor at _parent_node_index",
+          lambda ctx: parent_input),
+    _spec("engine", (1, 1), "engine(node): kernel lib (_ge_attr_op_kernel_lib_name, else the op registry)",
+          lambda ctx: lambda n: engine_of(ctx, n)),
+    _spec("option", (1, 1), "option(key): a --option value (string) or none", lambda ctx: lambda k: _option(ctx, k)),
+    _spec("input_name", (1, 1), "input_name(in_anchor): its port name or none",
+          lambda ctx: lambda a: None if a is None else a.node.input_name(a.idx)),
+    _spec("output_name", (1, 1), "output_name(out_anchor): its port name or none",
+          lambda ctx: lambda a: None if a is None else a.node.output_name(a.idx)),
+])
+
+
+def placeholder_functions(extra: dict[str, PrimSpec] | None = None) -> dict[str, Primitive]:
+    """Names and arities only, for checking rules without running them."""
+    table = dict(GRAPH_PRIMITIVES)
+    table.update(extra or {})
+    return {name: Primitive(name, _unbound, spec.arity, spec.doc) for name, spec in table.items()}
+
+
+def bound_functions(ctx, extra: dict[str, PrimSpec] | None = None,
+                    bound_extra: dict[str, Callable] | None = None) -> dict[str, Primitive]:
+    """The primitives for one run: generic ones plus a pass's own (already bound)."""
+    table = dict(GRAPH_PRIMITIVES)
+    table.update(extra or {})
+    out = {}
+    for name, spec in table.items():
+        fn = (bound_extra or {}).get(name) or spec.factory(ctx)
+        out[name] = Primitive(name, fn, spec.arity, spec.doc)
+    return out
+
+
+def _unbound(*_args):
+    raise RuntimeError("placeholder primitive called")

@@ -139,8 +139,21 @@ def assign_var_attr_to_nodes(model: Model, mgr: VarManager, graph_id: int) -> li
     return infos
 
 
+def _offsets(node: Node):
+    """The node's output offsets, sized to its outputs when a dump has none.
+
+    Note [empty output offsets]: GE runs AssignVarAttr2Nodes after the graph memory
+    assigner gave every node an offset list; a dump taken earlier has none, so we
+    start from zeros instead of failing with "Output_list is empty".
+    """
+    op = node.op
+    if not op.output_i and op.output_desc:
+        op.output_i.extend([0] * len(op.output_desc))
+    return op.output_i
+
+
 def _set_out_variable_attr(node: Node, var_node: Node, mgr: VarManager) -> None:
-    outputs = node.op.output_i
+    outputs = _offsets(node)
     if not outputs:
         raise VarError(Status.PARAM_INVALID, f"node:{node.name} Output_list is empty (output offsets "
                        f"of variable '{var_node.name}' cannot be written)", var_node.name)
@@ -165,7 +178,7 @@ def _deal_broadcast(graph_id: int, node: Node, idx: int, var_node: Node, mgr: Va
     if idx >= len(op.input_desc):
         raise VarError(Status.FAILED, f"Get broadcast op {node.name} input tensor desc size "
                        f"[{len(op.input_desc)}] < idx [{idx}]", var_node.name)
-    outputs = list(op.output_i)
+    outputs = list(_offsets(node))
     if len(outputs) <= idx:
         raise VarError(Status.FAILED, f"Get broadcast op {node.name} output_list size [{len(outputs)}] "
                        f"< idx [{idx}]", var_node.name)
@@ -210,7 +223,7 @@ def _deal_export_trans(node: Node, final: Node, mgr: VarManager, depth: int) -> 
         for peer in list(node.outs[0].peers):
             if peer.node.type in assign:
                 _deal_export_trans(peer.node, final, mgr, depth + 1)
-    if not final.op.output_i or not node.op.output_i:
+    if not _offsets(final) or not _offsets(node):
         raise VarError(Status.PARAM_INVALID, f"output offsets of {final.name} or {node.name} are empty",
                        node.name)
     node.op.output_i[0] = final.op.output_i[0]
@@ -235,7 +248,7 @@ def assign_memory_to_ref_attr_nodes(model: Model, mgr: VarManager) -> None:
             if src.type in policy.op_types.ref_data:
                 continue
             address, _ = mgr.get_var_addr(src_name, output_desc(src, policy))
-            if idx >= len(node.op.output_i):
+            if idx >= len(_offsets(node)):
                 raise VarError(Status.FAILED, f"out_index {idx} >= ref_attr_node_output_list.size() "
                                f"{len(node.op.output_i)} (node {node.name})", src_name)
             node.op.output_i[idx] = address

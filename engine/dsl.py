@@ -174,8 +174,10 @@ class Signature:
 @lru_cache(maxsize=1)
 def _parser() -> Lark:
     text = grammar_path("dsl.lark").read_text(encoding="utf-8")
-    return Lark(text, start=["start", "sig_start"], parser="lalr", propagate_positions=True,
-                maybe_placeholders=True)
+    # Note [basic lexer]: the contextual lexer would read a misplaced keyword
+    # ("a and and b") as a name; the basic lexer keeps keywords reserved.
+    return Lark(text, start=["start", "sig_start"], parser="lalr", lexer="basic",
+                propagate_positions=True, maybe_placeholders=True)
 
 
 class _Build(Transformer):

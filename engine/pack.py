@@ -104,6 +104,7 @@ class Pack:
     rule_ids: dict[str, Loc] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     surgery: "SurgerySpec | None" = None
+    dsl_sources: list = field(default_factory=list)   # (source text, parsed value): for round-trip checks
 
     def class_sets(self) -> dict[str, frozenset]:
         return {name: c.types for name, c in self.classes.items()}
@@ -131,6 +132,7 @@ def load_pack(path: str | Path | None = None) -> Pack:
     if not manifest.is_file():
         raise InputError(Problem(Loc(display_path(root)), "not a rule pack: no pack.yaml here",
                                  "a pack is a folder with pack.yaml (name, version, schema_version, include)"))
+    global _SOURCES
     errors = Collector()
     top = load_yaml(manifest)
     r = Reader(top, "pack.yaml", errors, Loc(display_path(manifest)))
@@ -164,7 +166,18 @@ def load_pack(path: str | Path | None = None) -> Pack:
                 continue
             raw[key] = value
             pack.section_locs[key] = doc.key_locs[key]
+    _SOURCES = pack.dsl_sources
+    try:
+        _load_sections(pack, raw, errors)
+    finally:
+        _SOURCES = None
     errors.check()
+    return pack
+
+
+def _load_sections(pack: Pack, raw: dict, errors: Collector) -> None:
+    from .algorithms import ALGORITHMS
+
     _load_classes(pack, raw.get("op_classes"), errors)
     _load_ops(pack, raw.get("ops"), raw.get("op_defaults"), errors)
     _load_passes(pack, raw, errors)
@@ -178,8 +191,6 @@ def load_pack(path: str | Path | None = None) -> Pack:
         if algo is not None and algo.section not in pack.configs:
             errors.error(spec.loc, f"pass '{spec.id}' uses algorithm '{spec.algorithm}' but the pack has no '{algo.section}' section",
                          f"add a `{algo.section}:` section to one of the included files")
-    errors.check()
-    return pack
 
 
 def _load_classes(pack: Pack, value: Any, errors: Collector) -> None:
@@ -208,10 +219,11 @@ def _load_ops(pack: Pack, value: Any, defaults: Any, errors: Collector) -> None:
         sig = None
         if sig_text is not None:
             try:
-                sig = parse_signature(sig_text, entry.value_loc("signature").shifted(0, 1))
+                sig = parse_signature(sig_text, entry.value_loc("signature"))
             except InputError as exc:
                 errors.problems.extend(exc.problems)
             else:
+                pack.dsl_sources.append((str(sig_text), sig))
                 if sig.op != op_type:
                     errors.error(entry.value_loc("signature"), f"signature names '{sig.op}' under op '{op_type}'",
                                  f"write `{op_type}(...) -> (...)`")
@@ -291,6 +303,9 @@ def _load_surgery(pack: Pack, value: Any, errors: Collector) -> None:
                                exprs["loop_back_edge_from"], r.loc)
 
 
+_SOURCES: list | None = None   # set while a pack loads: every DSL value parsed, with its text
+
+
 def parse_rule_expr(text: Any, loc: Loc, errors: Collector) -> Expr | None:
     """Parse a DSL expression from YAML (`loc` is where the value starts)."""
     if isinstance(text, bool):
@@ -303,10 +318,13 @@ def parse_rule_expr(text: Any, loc: Loc, errors: Collector) -> Expr | None:
     if raw is not None and _is_quoted_at(raw):
         start = raw.shifted(0, 1)
     try:
-        return parse_expr(str(text), start)
+        e = parse_expr(str(text), start)
     except InputError as exc:
         errors.problems.extend(exc.problems)
         return None
+    if _SOURCES is not None:
+        _SOURCES.append((str(text), e))
+    return e
 
 
 def _is_quoted_at(loc: Loc) -> bool:
@@ -330,8 +348,9 @@ def load_rules(value: Any, what: str, pack: Pack, errors: Collector, fallback: L
     for i, item in enumerate(value):
         r = Reader(item, f"{what} rule {i + 1}", errors, value.item_locs[i])
         rid = r.get("id", str, "", required=True)
-        when = parse_rule_expr(r.get("when", (str, bool), "true"), r.value_loc("when"), errors) \
-            if "when" in r.map else parse_expr("true", r.loc)
+        when_text = r.get("when", (str, bool), None)
+        when = parse_rule_expr(when_text, r.value_loc("when"), errors) if when_text is not None \
+            else parse_expr("true", r.loc)
         val = r.get("value", (str, bool), None, required=True)
         value_expr = parse_rule_expr(val, r.value_loc("value"), errors) if val is not None else None
         doc = r.get("doc", str, "")

@@ -1,0 +1,110 @@
+"""Runs annotated graph fixtures: a YAML graph with an `expect:` block.
+
+Expectation keys (all optional except `passes`):
+  passes: [ids]                  passes to run, in order
+  status: 0|1                    1 = a pass fails as GE's does
+  inserted: N                    number of inserted nodes
+  inserted_types: {T: N}         inserted nodes by type
+  type_count: {T: N}             nodes of type T in the whole model afterwards
+  graph_nodes: {graph: N}        direct node count of a graph afterwards
+  producer_type: {"n:i": T}      type of the node feeding input i of n
+  producer_not_type: {"n:i": T}
+  producer: {"n:i": "m:j"}       exact producer anchor
+  ctrl_in: {n: [names]}          n's control predecessors, in order (types with "type:" prefix)
+  attr: {n: {key: value|absent}}
+  producer_desc: {"n:i": {reuse_input: b, reuse_input_index: k, absent_attrs: [..]}}
+  rerun_inserted: N              a second run on the output inserts N nodes
+  diagnostics: [codes]
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.context import RunContext
+from engine.errors import PassFailure
+from engine.pack import load_pack
+from engine.primitives import attr_value
+from engine.runner import check_graph, resolve_passes, run_passes
+from engine.yamlgraph import load_yaml_graph
+from engine.yamlloc import load_yaml
+
+HERE = Path(__file__).resolve().parent
+CASES = HERE / "cases"
+
+
+def case_files(sub: str = "") -> list[Path]:
+    return sorted((CASES / sub).rglob("*.yaml"))
+
+
+def run_case(path: Path, pack=None, passes=None, extra_options=None):
+    pack = pack or load_pack()
+    model, options = load_yaml_graph(path, pack)
+    options.update(extra_options or {})
+    expect = load_yaml(path).get("expect") or {}
+    ids = passes or list(expect.get("passes") or [])
+    ctx = RunContext(pack, model, options)
+    check_graph(ctx)
+    status = 0
+    try:
+        run_passes(ctx, resolve_passes(pack, ids, options))
+    except PassFailure:
+        status = 1
+    return ctx, expect, status
+
+
+def find(model, name: str):
+    for g in model.graph_order:
+        n = g.find(name)
+        if n is not None:
+            return n
+    raise AssertionError(f"no node named {name}")
+
+
+def anchor(model, ref: str):
+    name, _, idx = ref.rpartition(":")
+    return find(model, name).ins[int(idx)]
+
+
+def check_expectations(ctx, expect, status) -> None:
+    model = ctx.model
+    assert status == expect.get("status", 0), f"status {status}"
+    if "inserted" in expect:
+        assert len(ctx.insertions) == expect["inserted"], [i.name for i in ctx.insertions]
+    for t, n in (expect.get("inserted_types") or {}).items():
+        assert sum(1 for i in ctx.insertions if i.type == t) == n, (t, [i.name for i in ctx.insertions])
+    for t, n in (expect.get("type_count") or {}).items():
+        got = sum(1 for x in model.all_nodes() if x.type == t)
+        assert got == n, f"{got} nodes of type {t}, expected {n}"
+    for g, n in (expect.get("graph_nodes") or {}).items():
+        assert model.graphs[g].count == n, f"graph {g} has {model.graphs[g].count} nodes, expected {n}"
+    for ref, t in (expect.get("producer_type") or {}).items():
+        a = anchor(model, ref)
+        assert a.peer is not None and a.peer.node.type == t, f"{ref} fed by {a.peer}"
+    for ref, t in (expect.get("producer_not_type") or {}).items():
+        a = anchor(model, ref)
+        assert a.peer is None or a.peer.node.type != t, f"{ref} fed by {a.peer}"
+    for ref, want in (expect.get("producer") or {}).items():
+        a = anchor(model, ref)
+        assert a.peer is not None and f"{a.peer.node.name}:{a.peer.idx}" == want, f"{ref} fed by {a.peer}"
+    for name, preds in (expect.get("ctrl_in") or {}).items():
+        got = [("type:" + p.type) if any(str(x).startswith("type:") for x in preds) else p.name
+               for p in find(model, name).in_ctrl]
+        assert got == list(preds), f"{name} control inputs {got}"
+    for name, attrs in (expect.get("attr") or {}).items():
+        node = find(model, name)
+        for key, want in attrs.items():
+            if want == "absent":
+                assert key not in node.op.attr, f"{name} has {key}"
+            else:
+                assert attr_value(node.attr(key)) == want, f"{name}.{key} = {attr_value(node.attr(key))}"
+    for ref, spec in (expect.get("producer_desc") or {}).items():
+        src = anchor(model, ref).peer
+        for d in (src.node.op.input_desc[0], src.desc):
+            if "reuse_input" in spec:
+                assert d.reuse_input == spec["reuse_input"]
+            if "reuse_input_index" in spec:
+                assert d.reuse_input_index == spec["reuse_input_index"]
+            for key in spec.get("absent_attrs", []):
+                assert key not in d.attr, f"{key} still on {src.node.name}"
+    if "diagnostics" in expect:
+        assert [d.code for d in ctx.diagnostics] == list(expect["diagnostics"])

@@ -1,0 +1,184 @@
+"""Rule packs: the shipped pack loads strictly, its DSL values print back to
+their source, and every kind of pack error is reported with file:line:col."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine.dsl import parse_expr, parse_signature
+from engine.errors import InputError
+from engine.pack import load_pack
+from engine.resources import default_pack_dir
+
+SHIPPED = sorted(p for p in default_pack_dir().parent.iterdir() if (p / "pack.yaml").is_file())
+
+
+@pytest.mark.parametrize("pack_dir", SHIPPED, ids=[p.name for p in SHIPPED])
+def test_shipped_pack_loads_and_ids_unique(pack_dir):
+    pack = load_pack(pack_dir)
+    assert pack.name and pack.version and pack.schema_version == 1
+    assert len(pack.rule_ids) == len(set(pack.rule_ids))
+    for step in pack.pipeline:
+        assert step.pass_id in pack.passes
+
+
+@pytest.mark.parametrize("pack_dir", SHIPPED, ids=[p.name for p in SHIPPED])
+def test_every_dsl_value_prints_back_to_its_source(pack_dir):
+    pack = load_pack(pack_dir)
+    assert pack.dsl_sources
+    for text, value in pack.dsl_sources:
+        assert str(value) == text
+        again = parse_signature(text) if hasattr(value, "inputs") else parse_expr(text)
+        assert again == value
+
+
+@pytest.mark.parametrize("text", [
+    'node is var_like and not has_attr(node, "_parent_node_index")',
+    "any(c in consumers(anchor): c.node is shape_like)",
+    "if a then 1 else count(x) + 2",
+    "(a or b) and -c[0] >= 3",
+    'x not in ["A", "B\\"q"]',
+    "node is not while_like",
+    "select(p in peers: p.idx != 0)",
+])
+def test_expression_round_trip(text):
+    assert str(parse_expr(text)) == text
+
+
+def test_signature_round_trip():
+    for text in ["Assign(ref!, value) -> (ref)", "NoOp() -> ()", "HcomBroadcast(x*) -> (y*)", "F(a?, b) -> (c, d)"]:
+        sig = parse_signature(text)
+        assert str(sig) == text
+    sig = parse_signature("Assign(ref!, value) -> (ref)")
+    assert [p.mutated for p in sig.inputs] == [True, False]
+
+
+# ---- broken packs ------------------------------------------------------------------
+@pytest.fixture
+def pack_copy(tmp_path, monkeypatch):
+    dst = tmp_path / "pack"
+    shutil.copytree(default_pack_dir(), dst)
+    monkeypatch.chdir(tmp_path)
+    return dst
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new, 1))
+
+
+def errors_of(pack_dir) -> str:
+    with pytest.raises(InputError) as exc:
+        load_pack(pack_dir)
+    return exc.value.render()
+
+
+def line_of(path: Path, needle: str) -> int:
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if needle in line:
+            return i
+    raise AssertionError(needle)
+
+
+def test_unknown_rule_key(pack_copy):
+    f = pack_copy / "rw.yaml"
+    edit(f, "      when: node is var_like\n", "      wen: node is var_like\n")
+    msg = errors_of(pack_copy)
+    line = line_of(f, "wen: node is var_like")
+    assert f"pack/rw.yaml:{line}:7: error: rw_conflict.output_rules rule 1: unknown key 'wen'" in msg
+    assert "hint: did you mean 'when'?" in msg
+
+
+def test_unknown_op_class_in_dsl(pack_copy):
+    f = pack_copy / "rw.yaml"
+    edit(f, "when: node is var_like\n", "when: node is var_lik\n")
+    msg = errors_of(pack_copy)
+    line = line_of(f, "when: node is var_lik")
+    assert f"pack/rw.yaml:{line}:13: error: unknown op class 'var_lik'" in msg
+    assert "did you mean 'var_like'?" in msg
+    assert "^" in msg
+
+
+def test_dsl_syntax_error_points_into_the_expression(pack_copy):
+    f = pack_copy / "rw.yaml"
+    edit(f, "when: node is data_like and not", "when: node is data_like and and not")
+    msg = errors_of(pack_copy)
+    line = line_of(f, "data_like and and not")
+    assert f"pack/rw.yaml:{line}:35: error: expression syntax: unexpected 'and'" in msg
+
+
+def test_unknown_function_and_arity(pack_copy):
+    f = pack_copy / "rw.yaml"
+    edit(f, 'attr_true(node, "_input_mutable")', 'attr_tru(node, "_input_mutable")')
+    edit(f, "count(consumers(anchor)) > 1", "count(consumers(anchor), 2) > 1")
+    msg = errors_of(pack_copy)
+    assert "error: unknown function 'attr_tru'" in msg and "did you mean 'attr_true'?" in msg
+    assert "error: 'count' takes 1 argument(s), got 2" in msg
+
+
+def test_matrix_hole_and_bad_cell(pack_copy):
+    f = pack_copy / "rw.yaml"
+    edit(f, "ReadOnly:      {ReadOnly: do_nothing, Writeable: do_nothing, ScopeWriteable: insert_identity}",
+         "ReadOnly:      {ReadOnly: do_nothing, ScopeWriteable: insert_identiy}")
+    msg = errors_of(pack_copy)
+    assert "error: matrix[ReadOnly]: missing key 'Writeable'" in msg
+    assert "error: matrix[ReadOnly][ScopeWriteable]: unknown value 'insert_identiy'" in msg
+    assert "did you mean 'insert_identity'?" in msg
+
+
+def test_duplicate_rule_id_names_both_places(pack_copy):
+    f = pack_copy / "rw.yaml"
+    edit(f, "id: rw/out/root-data", "id: rw/out/var-like")
+    msg = errors_of(pack_copy)
+    first = line_of(f, "id: rw/out/var-like")
+    assert "error: rule id 'rw/out/var-like' is already used" in msg
+    assert f"first used at pack/rw.yaml:{first}:" in msg
+
+
+def test_duplicate_yaml_key(pack_copy):
+    f = pack_copy / "ops.yaml"
+    edit(f, "  netoutput:\n    types: [NetOutput]\n", "  netoutput:\n    types: [NetOutput]\n  data:\n    types: [X]\n")
+    msg = errors_of(pack_copy)
+    assert "error: duplicate key 'data'" in msg and "is already given at pack/ops.yaml:" in msg
+
+
+def test_section_given_twice(pack_copy):
+    (pack_copy / "extra.yaml").write_text("surgery:\n  inherit_attrs: []\n")
+    edit(pack_copy / "pack.yaml", "  - passes.yaml\n", "  - passes.yaml\n  - extra.yaml\n")
+    msg = errors_of(pack_copy)
+    assert "pack/extra.yaml:1:1: error: section 'surgery' is given twice" in msg
+    assert "already defined at pack/surgery.yaml:" in msg
+
+
+def test_unknown_section_and_pipeline_pass(pack_copy):
+    edit(pack_copy / "passes.yaml", "  - pass: mem_rw_conflict\n", "  - pass: mem_rw_conflit\n")
+    (pack_copy / "extra.yaml").write_text("rw_conflicts: {}\n")
+    edit(pack_copy / "pack.yaml", "  - passes.yaml\n", "  - passes.yaml\n  - extra.yaml\n")
+    msg = errors_of(pack_copy)
+    assert "error: unknown section 'rw_conflicts'" in msg and "did you mean 'rw_conflict'?" in msg
+    assert "error: pipeline names unknown pass 'mem_rw_conflit'" in msg
+
+
+def test_errors_are_collected_and_sorted(pack_copy):
+    f = pack_copy / "rw.yaml"
+    edit(f, "when: node is var_like\n", "when: node is var_lik\n")
+    edit(f, "value: ReadOnlyConst", "value: ReadOnlyKonst")
+    msg = errors_of(pack_copy)
+    lines = [l for l in msg.splitlines() if ": error: " in l]
+    assert len(lines) == 2
+    nums = [int(l.split(":")[1]) for l in lines]
+    assert nums == sorted(nums)
+    assert "unknown name 'ReadOnlyKonst'" in msg
+
+
+def test_not_a_pack(tmp_path):
+    with pytest.raises(InputError, match="not a rule pack: no pack.yaml here"):
+        load_pack(tmp_path)
+
+
+def test_bad_schema_version(pack_copy):
+    edit(pack_copy / "pack.yaml", "schema_version: 1", "schema_version: 7")
+    assert "unsupported schema_version 7" in errors_of(pack_copy)

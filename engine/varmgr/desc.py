@@ -8,7 +8,7 @@ descriptor written by `desc_to_proto` reads back equal.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..proto import ge_ir_pb2 as pb
 from . import getypes as t
@@ -45,7 +45,10 @@ class TensorDesc:
         return self.format == other.format and self.dtype == other.dtype and self.dims == other.dims
 
     def with_size(self, size: int) -> "TensorDesc":
-        return replace(self, size=size)
+        if size == self.size:
+            return self
+        return TensorDesc(self.format, self.dtype, self.dims, size, self.origin_format,
+                          self.origin_dtype, self.origin_dims, self.init_value)
 
     def shape_size(self) -> int:
         """Element count (1 for a scalar); negative if any dim is unknown."""
@@ -62,26 +65,29 @@ class TensorDesc:
 
 
 # ---- proto <-> TensorDesc ------------------------------------------------------
-def _attr_int(td: pb.TensorDescriptor, key: str) -> int | None:
-    if key in td.attr:
-        a = td.attr[key]
+def _attr_int(attrs, key: str) -> int | None:
+    a = attrs.get(key)
+    if a is not None:
         kind = a.WhichOneof("value")
-        if kind in ("i", "dt"):
-            return int(getattr(a, kind))
+        if kind == "i":
+            return a.i
+        if kind == "dt":
+            return a.dt
     return None
 
 
-def _attr_str(td: pb.TensorDescriptor, key: str) -> str | None:
-    if key in td.attr and td.attr[key].WhichOneof("value") == "s":
-        return td.attr[key].s.decode("utf-8", "replace")
+def _attr_str(attrs, key: str) -> str | None:
+    a = attrs.get(key)
+    if a is not None and a.WhichOneof("value") == "s":
+        return a.s.decode("utf-8", "replace")
     return None
 
 
-def _format_of(td: pb.TensorDescriptor, int_key: str, str_key: str | None) -> int:
-    value = _attr_int(td, int_key)
+def _format_of(td: pb.TensorDescriptor, attrs, int_key: str, str_key: str | None) -> int:
+    value = _attr_int(attrs, int_key)
     if value is not None:
         return value
-    text = td.layout if str_key is None else (_attr_str(td, str_key) or "")
+    text = td.layout if str_key is None else (_attr_str(attrs, str_key) or "")
     parsed = t.parse_format(text) if text else None
     # Note [missing layout]: an empty or unknown layout reads as ND, the format of
     # GE's default GeTensorDesc.
@@ -89,31 +95,35 @@ def _format_of(td: pb.TensorDescriptor, int_key: str, str_key: str | None) -> in
 
 
 def desc_from_proto(td: pb.TensorDescriptor, init_attr: str = INIT_VALUE_ATTR) -> TensorDesc:
-    dtype = _attr_int(td, _DTYPE_OVERRIDE_ATTR)
+    attrs = td.attr
+    dtype = _attr_int(attrs, _DTYPE_OVERRIDE_ATTR)
     if dtype is None:
         dtype = t.dtype_from_proto(td.dtype)
     origin_dtype = t.DT_UNDEFINED
-    odt = _attr_str(td, "origin_data_type")
+    odt = _attr_str(attrs, "origin_data_type")
     if odt:
         origin_dtype = t.parse_dtype(odt)
         origin_dtype = t.DT_UNDEFINED if origin_dtype is None else origin_dtype
     origin_dims = None
-    if "origin_shape_initialized" in td.attr and td.attr["origin_shape_initialized"].b:
-        origin_dims = tuple(td.attr["origin_shape"].list.i) if "origin_shape" in td.attr else ()
+    flag = attrs.get("origin_shape_initialized")
+    if flag is not None and flag.b:
+        shape = attrs.get("origin_shape")
+        origin_dims = tuple(shape.list.i) if shape is not None else ()
     size = td.size
     if not size:
-        size = _attr_int(td, "size") or 0
+        size = _attr_int(attrs, "size") or 0
     init = None
-    if init_attr in td.attr and td.attr[init_attr].WhichOneof("value") == "t":
-        tensor = td.attr[init_attr].t
+    iv = attrs.get(init_attr) if init_attr else None
+    if iv is not None and iv.WhichOneof("value") == "t":
+        tensor = iv.t
         inner = desc_from_proto(tensor.desc, init_attr="")
         init = InitValue(inner.dtype, inner.format, inner.dims, bytes(tensor.data))
     return TensorDesc(
-        format=_format_of(td, "format_for_int", None),
+        format=_format_of(td, attrs, "format_for_int", None),
         dtype=dtype,
         dims=tuple(td.shape.dim),
         size=size,
-        origin_format=_format_of(td, "origin_format_for_int", "origin_format"),
+        origin_format=_format_of(td, attrs, "origin_format_for_int", "origin_format"),
         origin_dtype=origin_dtype,
         origin_dims=origin_dims,
         init_value=init,

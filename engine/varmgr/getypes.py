@@ -101,13 +101,13 @@ def dtype_to_proto(dtype: int) -> int:
         return pb.DT_UNDEFINED
 
 
+_FROM_PROTO = {v.number: DTYPE_VALUE.get(v.name.removeprefix("DT_"), DT_UNDEFINED)
+               for v in pb.DataType.DESCRIPTOR.values}
+
+
 def dtype_from_proto(value: int) -> int:
     """ge.proto.DataType → C++ DataType (by name)."""
-    try:
-        name = pb.DataType.Name(value).removeprefix("DT_")
-    except ValueError:
-        return DT_UNDEFINED
-    return DTYPE_VALUE.get(name, DT_UNDEFINED)
+    return _FROM_PROTO.get(value, DT_UNDEFINED)
 
 
 def element_bytes(dtype: int) -> int:

@@ -42,6 +42,7 @@ class VarManager:
         self.external_var_size = 0
         self.var_malloc_mem_size = 0
         self.graph_var_mem_statistic: dict[str, dict] = {}
+        self._hbm_rt = self.policy.rt(self.policy.memory_type_selection.default)
 
     # ---- lifecycle (§1, §3) ----------------------------------------------------
     def init(self, version: int, session_id: int, device_id: int, job_id: int) -> None:
@@ -115,7 +116,7 @@ class VarManager:
 
     @property
     def hbm_rt(self) -> int:
-        return self.policy.rt(self.policy.memory_type_selection.default)
+        return self._hbm_rt
 
     # ---- AssignVarMem / RestoreVarMem (§6) ----------------------------------------
     def assign_var_mem(self, name: str, op: VarOp | None, desc: TensorDesc, mem_type: int) -> Assignment:
@@ -125,13 +126,13 @@ class VarManager:
             raise VarError(Status.FAILED, f"variable '{name}': tensor size {size} is negative", name)
         mem = self.mem_resource(mem_type)
         policy = self.policy
+        key = res.var_key(name, desc)
         cur = res.cur_var_tensor_desc_map.get(res.batch_key(name))
         found = None
         if cur is not None:
             rule = policy.reuse_rule(ReuseKind.SAME_VARIABLE)
-            key = res.var_key(name, cur)
-            if rule is not None and key in res.var_addr_mgr_map:
-                entry = res.var_addr_mgr_map[key]
+            entry = res.var_addr_mgr_map.get(res.var_key(name, cur)) if rule is not None else None
+            if entry is not None:
                 found, cur_size = (entry.address, entry.memory_type, rule.id), cur.size
         else:
             found, cur_size = res.get_reuse_addr(op), size
@@ -141,17 +142,17 @@ class VarManager:
             before = mem.var_mem_size
             try:
                 offset = mem.assign(self, name, size, op)
-                res.save_var_addr(name, desc, offset, mem_type, op)
+                res.save_var_addr(name, desc, offset, mem_type, op, key)
             except VarError as exc:
                 raise VarError(Status.INTERNAL_ERROR, f"[Assign][VarMem] by offset failed, session_id:"
                                f"{self.session_id}: {exc.message}", name) from None
             footprint = mem.var_mem_size - before if mem.rt == self.hbm_rt else size
-            address, typ, rule_id = res.var_addr_mgr_map[res.var_key(name, desc)].address, mem_type, None
+            address, typ, rule_id = res.var_addr_mgr_map[key].address, mem_type, None
         else:
             address, typ, rule_id = found
         if cur is None or not cur.same_view(desc):
-            res.set_var_addr(name, desc, address, typ, op)
-        return Assignment(name, res.var_key(name, desc), address, typ, size, footprint, rule_id)
+            res.set_var_addr(name, desc, address, typ, op, key)
+        return Assignment(name, key, address, typ, size, footprint, rule_id)
 
     def restore_var_mem(self, name: str, op: VarOp, desc: TensorDesc, mem_type: int) -> None:
         res = self.res("RestoreVarMem")

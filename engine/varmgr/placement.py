@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..graph import Model, Node
+from .desc import TensorDesc
 from .manager import VarManager
 from .nodes import (attr_str, is_ref_node, memory_type_of, name_for_var_manager, node_var_size,
                     output_desc, var_op)
@@ -41,8 +42,9 @@ class GraphPlan:
 
 
 def plan_graph(model: Model, mgr: VarManager, graph_id: int) -> GraphPlan:
-    entries = assign_static_memory(model, mgr, graph_id)
-    broadcasts = assign_var_attr_to_nodes(model, mgr, graph_id)
+    descs: dict[Node, TensorDesc] = {}
+    entries = assign_static_memory(model, mgr, graph_id, descs)
+    broadcasts = assign_var_attr_to_nodes(model, mgr, graph_id, descs)
     assign_memory_to_ref_attr_nodes(model, mgr)
     return GraphPlan(graph_id, model.root.name, tuple(entries), tuple(broadcasts))
 
@@ -53,12 +55,18 @@ def _padding(mgr: VarManager) -> int:
     return int(text) if text is not None else rule.default_padding
 
 
-def assign_static_memory(model: Model, mgr: VarManager, graph_id: int) -> list[PlanEntry]:
-    """AssignStaticMemory2Node over GetAllNodes (subgraphs included)."""
+def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
+                         descs: dict[Node, TensorDesc] | None = None) -> list[PlanEntry]:
+    """AssignStaticMemory2Node over GetAllNodes (subgraphs included).
+
+    `descs` (optional) receives each placed node's output-0 descriptor with its size.
+    """
+    descs = {} if descs is None else descs
     policy = mgr.policy
     placed = policy.op_types.placed
     padding = _padding(mgr)
     res = mgr.res("AssignStaticMemory2Node")
+    hbm = mgr.hbm_rt
     out: list[PlanEntry] = []
     for node in model.all_nodes():
         if node.type not in placed or is_ref_node(node, policy):
@@ -71,7 +79,7 @@ def assign_static_memory(model: Model, mgr: VarManager, graph_id: int) -> list[P
         desc = output_desc(node, policy)
         size = node_var_size(node, desc, policy, padding)
         op.output_desc[0].size = size
-        desc = desc.with_size(size)
+        desc = descs[node] = desc.with_size(size)
         del op.output_i[:]
         op.output_i.extend([0] * len(op.output_desc))
         if not res.is_var_exist(name, desc):
@@ -79,20 +87,20 @@ def assign_static_memory(model: Model, mgr: VarManager, graph_id: int) -> list[P
             if node.type in policy.op_types.variable:
                 _assign_data_to_fp32_var(node, mgr)
             mgr.set_allocated_graph_id(name, graph_id)
-            footprint, decision = result.footprint, result.rule or "new block"
+            footprint, decision, key = result.footprint, result.rule or "new block", result.key
         else:
-            _check_same_key_size(node, name, desc, mgr)
+            key = _check_same_key_size(node, name, desc, mgr)
             footprint, decision = 0, "already placed"
         address, typ = mgr.get_var_addr(name, desc)
         op.output_i[0] = address
         spec = policy.mem_type_by_rt(typ)
-        offset = address - mgr.var_mem_logic_base if typ == mgr.hbm_rt else address
-        out.append(PlanEntry(graph_id, node.graph.name, node.name, name, res.var_key(name, desc),
+        offset = address - mgr.var_mem_logic_base if typ == hbm else address
+        out.append(PlanEntry(graph_id, node.graph.name, node.name, name, key,
                              spec.name if spec else str(typ), size, address, offset, footprint, decision))
     return out
 
 
-def _check_same_key_size(node: Node, name: str, desc, mgr: VarManager) -> None:
+def _check_same_key_size(node: Node, name: str, desc, mgr: VarManager) -> str:
     # Note [same-key size conflict]: GE skips AssignVarMem when the VarKey exists and
     # hands out the old address even if this node's tensor is larger, so the variable
     # would overrun its block. We report that as a failure naming both sizes.
@@ -106,6 +114,7 @@ def _check_same_key_size(node: Node, name: str, desc, mgr: VarManager) -> None:
                        f"{desc.size} bytes, but VarKey {key} already holds a block of "
                        f"{entry.desc.size} bytes{where}; two variables with one name need compatible "
                        "sizes", name)
+    return key
 
 
 def _assign_data_to_fp32_var(node: Node, mgr: VarManager) -> None:
@@ -118,14 +127,18 @@ def _assign_data_to_fp32_var(node: Node, mgr: VarManager) -> None:
 
 
 # ---- AssignVarAttr2Nodes ------------------------------------------------------------
-def assign_var_attr_to_nodes(model: Model, mgr: VarManager, graph_id: int) -> list[BroadcastInfo]:
+def assign_var_attr_to_nodes(model: Model, mgr: VarManager, graph_id: int,
+                             descs: dict[Node, TensorDesc] | None = None) -> list[BroadcastInfo]:
     policy = mgr.policy
+    descs = {} if descs is None else descs
     types = policy.op_types
     infos: list[BroadcastInfo] = []
     for node in model.all_nodes():
         if node.type not in types.variable or is_ref_node(node, policy):
             continue
-        _set_out_variable_attr(node, node, mgr)
+        if node not in descs:
+            descs[node] = output_desc(node, policy)
+        _set_out_variable_attr(node, node, mgr, descs)
         for anchor in node.outs:
             for peer in list(anchor.peers):
                 dst = peer.node
@@ -133,7 +146,7 @@ def assign_var_attr_to_nodes(model: Model, mgr: VarManager, graph_id: int) -> li
                     infos.append(_deal_broadcast(graph_id, dst, peer.idx, node, mgr))
                     continue
                 if dst.type in types.assign and peer.idx == 0:
-                    _deal_export_variable(dst, node, mgr, 0)
+                    _deal_export_variable(dst, node, mgr, 0, descs)
                 if dst.type in types.trans_chain:
                     _deal_trans(_final_trans_node(dst, types.trans_chain, 0), mgr)
     return infos
@@ -152,16 +165,18 @@ def _offsets(node: Node):
     return op.output_i
 
 
-def _set_out_variable_attr(node: Node, var_node: Node, mgr: VarManager) -> None:
+def _set_out_variable_attr(node: Node, var_node: Node, mgr: VarManager,
+                           descs: dict[Node, TensorDesc]) -> None:
     outputs = _offsets(node)
     if not outputs:
         raise VarError(Status.PARAM_INVALID, f"node:{node.name} Output_list is empty (output offsets "
                        f"of variable '{var_node.name}' cannot be written)", var_node.name)
-    address, _ = mgr.get_var_addr(var_node.name, output_desc(var_node, mgr.policy))
+    address, _ = mgr.get_var_addr(var_node.name, descs[var_node])
     outputs[0] = address
 
 
-def _deal_export_variable(node: Node, var_node: Node, mgr: VarManager, depth: int) -> None:
+def _deal_export_variable(node: Node, var_node: Node, mgr: VarManager, depth: int,
+                          descs: dict[Node, TensorDesc]) -> None:
     if depth >= MAX_RECURSION:
         raise VarError(Status.FAILED, f"[DealExportVariableNode]There are too much recursion:{depth} > "
                        f"max:{MAX_RECURSION} (assign chain of variable '{var_node.name}')", var_node.name)
@@ -169,8 +184,8 @@ def _deal_export_variable(node: Node, var_node: Node, mgr: VarManager, depth: in
     if node.outs:
         for peer in list(node.outs[0].peers):
             if peer.node.type in assign and peer.idx == 0:
-                _deal_export_variable(peer.node, var_node, mgr, depth + 1)
-    _set_out_variable_attr(node, var_node, mgr)
+                _deal_export_variable(peer.node, var_node, mgr, depth + 1, descs)
+    _set_out_variable_attr(node, var_node, mgr, descs)
 
 
 def _deal_broadcast(graph_id: int, node: Node, idx: int, var_node: Node, mgr: VarManager) -> BroadcastInfo:

@@ -134,8 +134,8 @@ class VarResource:
         return entry.address, entry.memory_type
 
     def save_var_addr(self, name: str, desc: TensorDesc, address: int, mem_type: int,
-                      op: VarOp | None) -> None:
-        key = self.var_key(name, desc)
+                      op: VarOp | None, key: str | None = None) -> None:
+        key = key or self.var_key(name, desc)
         if key in self.var_addr_mgr_map:
             raise VarError(Status.FAILED, f"var_key:{key} conflict in var_addr_mgr_map_, "
                            f"var_name:{name}, session_id:{self.session_id}", name)
@@ -148,8 +148,8 @@ class VarResource:
         self.add_dev_addr(VarDevAddr(desc, logic, ext or 0, ext is not None))
 
     def set_var_addr(self, name: str, desc: TensorDesc, ptr: int, mem_type: int,
-                     op: VarOp | None) -> None:
-        key = self.var_key(name, desc)
+                     op: VarOp | None, key: str | None = None) -> None:
+        key = key or self.var_key(name, desc)
         if key not in self.var_addr_mgr_map:
             offset = ptr - self.logic_base() if mem_type == self.hbm_rt else 0
             self._store(key, VarAddr(desc, ptr, offset, mem_type, op))

@@ -1,0 +1,104 @@
+"""Benchmark: planning N variables in one session (target: 100k under 10 s, linear growth).
+
+    python benchmarks/bench_varplan.py [N ...]        # default: 10000 100000
+
+Two measurements per N:
+* core:  VarManager.assign_var_mem on plain inputs (names, descriptors, weights);
+* graph: plan_graph on a model of N placed nodes (70% Variable, 20% Constant with a
+  quarter of the weights repeated, 10% FileConstant over 100 file slices), each
+  variable feeding an Assign; includes building the Model from the ModelDef.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from engine.dumpio import build_model  # noqa: E402
+from engine.proto import ge_ir_pb2 as pb  # noqa: E402
+from engine.varmgr import TensorDesc, VarManagerPool, VarOp  # noqa: E402
+from engine.varmgr.desc import desc_to_proto  # noqa: E402
+from engine.varmgr.placement import plan_graph  # noqa: E402
+
+GiB = 2 ** 30
+HBM = 2
+
+
+def _session(sid: int = 1):
+    vm = VarManagerPool().instance(sid)
+    vm.init(0, sid, 0, 0)
+    vm.set_memory_malloc_size({}, 32 * GiB)
+    return vm
+
+
+def bench_core(n: int) -> float:
+    vm = _session()
+    descs = [TensorDesc(dims=(k % 64 + 1, 16), size=(k % 64 + 1) * 64) for k in range(64)]
+    start = time.perf_counter()
+    for k in range(n):
+        d = descs[k % 64]
+        if k % 5 == 0:
+            op = VarOp(f"c{k}", "Constant", TensorDesc(dtype=4), weight=(k % 4000).to_bytes(4, "little"))
+        else:
+            op = VarOp(f"v{k}", "Variable", d)
+        vm.assign_var_mem(op.name, op, d, HBM)
+    return time.perf_counter() - start
+
+
+def make_model(n: int) -> pb.ModelDef:
+    model = pb.ModelDef(version=1)
+    g = model.graph.add(name="vars")
+    templates = {}
+    for kind in ("Variable", "Constant", "FileConstant"):
+        op = pb.OpDef(type=kind)
+        desc_to_proto(TensorDesc(dims=(16, 16)), op.output_desc.add())
+        templates[kind] = op
+    assign = pb.OpDef(type="Assign")
+    desc_to_proto(TensorDesc(dims=(16, 16)), assign.input_desc.add())
+    desc_to_proto(TensorDesc(dims=(16, 16)), assign.input_desc.add())
+    desc_to_proto(TensorDesc(dims=(16, 16)), assign.output_desc.add())
+    for k in range(n):
+        r = k % 10
+        kind = "Variable" if r < 7 else ("Constant" if r < 9 else "FileConstant")
+        op = g.op.add()
+        op.CopyFrom(templates[kind])
+        op.name = f"n{k}"
+        if kind == "Constant":
+            op.attr["value"].t.data = (k % (n // 40 + 1)).to_bytes(8, "little") * 128
+        elif kind == "FileConstant":
+            op.attr["file_path"].s = f"weights/part{k % 100}.bin".encode()
+        else:
+            a = g.op.add()
+            a.CopyFrom(assign)
+            a.name = f"assign{k}"
+            a.input.extend([f"n{k}:0", f"n{k}:0"])
+    return model
+
+
+def bench_graph(n: int) -> tuple[float, float]:
+    proto = make_model(n)
+    start = time.perf_counter()
+    model = build_model(proto)
+    built = time.perf_counter()
+    plan = plan_graph(model, _session(), 1)
+    done = time.perf_counter()
+    assert len(plan.entries) == n
+    return built - start, done - built
+
+
+def main(argv: list[str]) -> int:
+    sizes = [int(a) for a in argv] or [10_000, 100_000]
+    print(f"{'N':>8} {'core s':>8} {'us/var':>7} {'build s':>8} {'plan s':>8} {'us/var':>7}")
+    for n in sizes:
+        core = bench_core(n)
+        build, plan = bench_graph(n)
+        print(f"{n:>8} {core:8.2f} {core / n * 1e6:7.1f} {build:8.2f} {plan:8.2f} {plan / n * 1e6:7.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

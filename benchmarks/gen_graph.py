@@ -42,6 +42,7 @@ DENSE_DIMS = (256, 512, 1024, 2048)
 CONV_CHANNELS = (32, 64, 128, 256)
 NODES_PER_CONTROL_FLOW = 5000   # one If and one While per this many nodes (at least one each)
 UPDATES_PER_NOOP = 64
+LAYER_MAX = 26                  # most nodes one conv/dense layer can add (fwd, bwd, update, NoOp)
 P2P_DDR = 0x11                  # rt_mem.h RT_MEMORY_P2P_DDR, an "RTS special" memory type
 
 F32, F16, I32, BOOL, UNDEF = "DT_FLOAT", "DT_FLOAT16", "DT_INT32", "DT_BOOL", "DT_UNDEFINED"
@@ -234,7 +235,7 @@ class _Gen:
 
     def variable(self, name: str, t: T) -> Val:
         return self.op1(name, "Variable", outs=[("y", t)],
-                        attrs=(("container", ""), ("shared_name", name)))
+                        attrs=(("container", ""), ("shared_name", "")))
 
     def data(self, g, name: str, t: T, attr: tuple) -> Val:
         return self.op(g, name, "Data", ins=[("x", Val("", t))], outs=[("y", t)], attrs=(attr,))[0]
@@ -260,7 +261,7 @@ class _Gen:
         """Upper bound of the nodes still to come once the forward body stops."""
         flow = sum(self._flow_cost(p) for p in self.flow_plan[self.flow_done:])
         reshape = 4 if len(self.act.t.shape) == 4 else 0
-        logits, loss, step, net_output = 24, 2, 2, 1
+        logits, loss, step, net_output = LAYER_MAX, 2, 2, 1
         noops = math.ceil((len(self.params) + 2) / UPDATES_PER_NOOP) + 1
         return flow + reshape + logits + loss + step + noops + net_output
 
@@ -555,12 +556,11 @@ class _Gen:
 
     def _block(self, kind: str) -> bool:
         """Two layers, with a residual Add when the second restores the block's width."""
-        if not self._room(52):
+        if not self._room(2 * LAYER_MAX + 2):
             return False
         a0 = self.act
         width = a0.t.shape[1]
-        layer = self._conv if kind == "conv" else self._dense
-        choices = CONV_CHANNELS if kind == "conv" else DENSE_DIMS
+        layer, choices = (self._conv, CONV_CHANNELS) if kind == "conv" else (self._dense, DENSE_DIMS)
         residual = a0.src not in self.nodiff and self.rng.random() < 0.6
         a1 = layer(a0, self.rng.choice(choices))
         a2 = layer(a1, width if residual else self.rng.choice(choices))
@@ -575,6 +575,7 @@ class _Gen:
             for _ in range(self.rng.randint(2, 5)):
                 self._control_flow()
                 if not self._block(kind):
+                    self._last_layers(kind)
                     return
             new = self.rng.choice(("conv", "dense"))
             if new != kind:
@@ -582,6 +583,12 @@ class _Gen:
                     return
                 self.act = self._to_layout(new)
             kind = new
+
+    def _last_layers(self, kind: str) -> None:
+        """Single layers while a whole block no longer fits, to keep the filler small."""
+        layer, choices = (self._conv, CONV_CHANNELS) if kind == "conv" else (self._dense, DENSE_DIMS)
+        while self._room(LAYER_MAX):
+            self.act = layer(self.act, self.rng.choice(choices))
 
     def _to_layout(self, kind: str) -> Val:
         shape = self.act.t.shape

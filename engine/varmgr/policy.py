@@ -160,7 +160,19 @@ class OpTypes:
     var_like: frozenset[str]
     var_is_initialized: frozenset[str]
     fused_variable: frozenset[str]
+    init_writer: frozenset[str]
+    init_flag: frozenset[str]
+    framework_op: frozenset[str]
+    merge: frozenset[str]
+    ref_identity: frozenset[str]
+    identity: frozenset[str]
+    refswitch_like: frozenset[str]
     loc: Loc
+
+
+def one(types: frozenset[str]) -> str:
+    """The single type of a one-type entry (validated on load)."""
+    return next(iter(types))
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +187,9 @@ class AttrNames:
     file_offset: str
     file_length: str
     external_address: str
+    original_type: str
+    stream_label: str
+    ref_port_index: str
     loc: Loc
 
 

@@ -143,9 +143,16 @@ def build_policy(doc, errors: Collector) -> VarPolicy:
                      selection, size_rule, reuse, options, fusion)
 
 
+_SINGLE_TYPES = ("init_flag", "ref_identity", "identity")
+
+
 def _op_types(m: _Map) -> OpTypes:
     names = [f for f in OpTypes.__dataclass_fields__ if f != "loc"]
     values = {f: frozenset(m.strs(f)) for f in names}
+    for f in _SINGLE_TYPES:
+        if m.ok and f in m.m and len(values[f]) != 1:
+            m.errors.error(m.vloc(f), f"op_types.{f} names the one type a pass creates",
+                           "give exactly one type, e.g. [Identity]")
     m.done()
     return OpTypes(**values, loc=m.loc)
 

@@ -1,0 +1,84 @@
+"""VarIsInitializedOpPass (§9.4): VarIsInitializedOp becomes a bool Const."""
+from __future__ import annotations
+
+from ...errors import PassFailure
+from ...graph import Graph, Node
+from ...proto import ge_ir_pb2 as pb
+from ...surgery import link, link_ctrl, remove_node
+from ..manager import VarManager
+from ..policy import one
+from . import Change
+from .util import add_node, data_in_nodes
+
+PASS_ID = "var_is_initialized"
+RULE = "var/is-initialized-to-const"
+
+
+def run_var_is_initialized(graph: Graph, mgr: VarManager,
+                           inited: dict[Node, frozenset[Node]] | None = None) -> list[Change]:
+    """Visit the direct nodes in order; `inited` (optional) receives each node's initialized set.
+
+    Note [inited sets by node]: GE keys the sets by node id; ids in a dump are not
+    unique after insertions, so we key by node.
+    """
+    types = mgr.policy.op_types
+    inited = {} if inited is None else inited
+    changes: list[Change] = []
+    for node in graph.node_list():
+        _update_inited(node, inited, types.init_writer)
+        if node.type in types.var_is_initialized:
+            changes.append(_replace(node, mgr, inited))
+    return changes
+
+
+def _update_inited(node: Node, inited: dict[Node, frozenset[Node]], writers: frozenset[str]) -> None:
+    merged: frozenset[Node] = frozenset()
+    for pred in [*data_in_nodes(node), *node.in_ctrl]:
+        merged = merged | inited.get(pred, frozenset())
+    if node.type in writers and node.ins and node.ins[0].peer is not None:
+        merged = merged | {node.ins[0].peer.node}
+    inited[node] = merged
+
+
+def _replace(node: Node, mgr: VarManager, inited: dict[Node, frozenset[Node]]) -> Change:
+    types = mgr.policy.op_types
+    ins = data_in_nodes(node)
+    if len(ins) != 1:
+        raise PassFailure(PASS_ID, f"{node.type} node {node.name} has {len(ins)} data inputs, expected 1", node.name)
+    var = ins[0]
+    if var.type not in types.variable:
+        raise PassFailure(PASS_ID, f"input of {node.name} is {var.name} ({var.type}), not a variable", node.name)
+    if len(node.ins) != 1 or len(node.outs) != 1:
+        raise PassFailure(PASS_ID, f"{node.name} must have exactly 1 data input and 1 data output anchor "
+                          f"(has {len(node.ins)} and {len(node.outs)})", node.name)
+    from_manager = mgr.is_var_exist(var.name)
+    value = from_manager or var in inited.get(node, frozenset())
+    op = pb.OpDef(name=node.name, type=one(types.init_flag), id=node.op.id)
+    if node.op.output_desc:
+        op.output_desc.add().CopyFrom(node.op.output_desc[0])
+    tensor = op.attr[mgr.policy.attrs.weights].t
+    tensor.desc.dtype = pb.DT_BOOL
+    tensor.desc.layout = "ND"
+    tensor.data = b"\x01" if value else b"\x00"
+    preds, succs = list(node.in_ctrl), list(node.out_ctrl)
+    consumers = [p for o in node.outs for p in o.peers]
+    graph, before = node.graph, node.prev
+    remove_node(node)
+    const = add_node(graph, op, before)
+    if before is None:
+        graph.unlink_from_list(const)
+        graph.prepend(const)
+        const.alive = True
+    const.op.id = op.id
+    link_ctrl(var, const)
+    for p in preds:
+        link_ctrl(p, const)
+    for s in succs:
+        link_ctrl(const, s)
+    for dst in consumers:
+        link(const.outs[0], dst)
+    inited[const] = inited.pop(node, frozenset())
+    why = "the VarManager knows the variable" if from_manager else (
+        "an Assign before it initialized the variable" if value else "nothing initializes the variable before it")
+    return Change("replaced", const.name, const.type, graph.name, RULE,
+                  {"variable": var.name, "value": bool(value), "why": why})

@@ -1,0 +1,212 @@
+"""VariableOpPass (§9.2): fuse a variable with the trans ops after it.
+
+When every consumer of a variable is the same supported trans op (TransData,
+Cast, Reshape, ... per variables.yaml), the variable takes that op's output
+layout and the trans ops go; the steps are recorded as the variable's trans road
+in the VarManager and the graphs holding the variable are marked for rebuild.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ...errors import PassFailure
+from ...graph import Graph, Node
+from ...surgery import isolate, link, link_ctrl, remove_node, unlink
+from .. import getypes as t
+from ..desc import TensorDesc, desc_from_proto, desc_to_proto
+from ..manager import VarManager
+from ..nodes import attr_str, output_desc, var_op
+from ..policy import TransSupport, VarPolicy
+from ..rebuild import GraphRebuildStateCtrl
+from ..records import TransNodeInfo, VarError
+from . import Change
+from .util import data_in_nodes, out_data_nodes
+
+PASS_ID = "variable_op"
+RULE = "var/format-fusion"
+
+
+def run_variable_op(graph: Graph, mgr: VarManager, ctrl: GraphRebuildStateCtrl | None,
+                    graph_id: int) -> list[Change]:
+    if graph.parent_node is not None or mgr.has_shared_var_mem_between_batch():
+        return []
+    if ctrl is None:
+        raise PassFailure(PASS_ID, "INTERNAL_ERROR: no GraphRebuildStateCtrl")
+    policy = mgr.policy
+    _renew_var_desc(graph, mgr, graph_id)
+    changes: list[Change] = []
+    for name, (same_vars, refs) in _same_variables(graph, policy).items():
+        if not ctrl.is_var_permit_to_change_formats(name):
+            continue
+        road, removed = _fusion_if_need(same_vars, refs, policy)
+        if not road:
+            continue
+        mgr.set_trans_road(name, road)
+        mgr.set_changed_graph_id(name, graph_id)
+        ctrl.set_state_changed(name)
+        _update_io_format_info(road[-1].output, same_vars, refs, policy)
+        if all(step.node_type in policy.format_fusion.renew_only_types for step in road):
+            mgr.renew_cur_var_desc(name, var_op(same_vars[0], policy))
+        for node in removed:
+            changes.append(Change("removed", node[0], node[1], graph.name, RULE, {"variable": name}))
+        final = road[-1].output
+        changes.append(Change("updated", name, same_vars[0].type, graph.name, RULE, {
+            "road": [s.node_type for s in road], "format": t.format_name(final.format),
+            "dtype": t.dtype_serial(final.dtype), "shape": list(final.dims)}))
+    return changes
+
+
+def _renew_var_desc(graph: Graph, mgr: VarManager, graph_id: int) -> None:
+    policy = mgr.policy
+    for node in graph.nodes():
+        if node.type not in policy.op_types.fused_variable or not mgr.is_var_exist(node.name):
+            continue
+        try:
+            mgr.renew_cur_var_desc(node.name, var_op(node, policy))
+            mgr.record_staged_var_desc(graph_id, node.name, output_desc(node, policy))
+        except VarError as exc:
+            raise PassFailure(PASS_ID, f"GE_GRAPH_VARIABLE_OP_PASS_FAILED: renew var desc of "
+                              f"{node.name}: {exc.message}", node.name) from None
+
+
+def _same_variables(graph: Graph, policy: VarPolicy) -> dict[str, tuple[list[Node], list[Node]]]:
+    key = policy.attrs.ref_var_src_var_name
+    groups: dict[str, tuple[list[Node], list[Node]]] = {}
+    refs: dict[str, list[Node]] = {}
+    for node in graph.nodes():
+        src = attr_str(node.op.attr, key)
+        if src is not None:
+            refs.setdefault(src, []).append(node)
+        elif node.type in policy.op_types.fused_variable:
+            groups.setdefault(node.name, ([], []))[0].append(node)
+    for name, (_, ref_list) in groups.items():
+        ref_list.extend(refs.get(name, ()))
+    return groups
+
+
+def _fusion_if_need(same_vars: list[Node], refs: list[Node], policy: VarPolicy):
+    road: list[TransNodeInfo] = []
+    removed: list[tuple[str, str]] = []
+    while True:
+        step = _check_same_and_trans_op(same_vars, policy)
+        if step is None:
+            break
+        if not _check_variable_ref_legally(same_vars, refs):
+            return [], []
+        if not road:
+            var_out = output_desc(same_vars[0], policy)
+            if var_out.format != step.input.format:
+                road.append(TransNodeInfo(policy.format_fusion.reformat_type, var_out, step.input))
+        road.append(step)
+        removed.extend(_deal_fusion(same_vars, refs, policy))
+    return road, removed
+
+
+def _key(desc: TensorDesc) -> str:
+    return f"{desc.format}-{desc.dtype}-" + "".join(f"{d}-" for d in desc.dims)
+
+
+def _check_same_and_trans_op(same_vars: list[Node], policy: VarPolicy) -> TransNodeInfo | None:
+    fusion = policy.format_fusion
+    keys: set[str] = set()
+    step = None
+    for var in same_vars:
+        for anchor in var.outs:
+            for peer in anchor.peers:
+                consumer = peer.node
+                op = fusion.trans_op(consumer.type)
+                if op is None or peer.idx != op.data_index or not consumer.op.output_desc:
+                    return None
+                out = output_desc(consumer, policy)
+                keys.add(_key(out))
+                if step is None:
+                    in_desc = desc_from_proto(consumer.op.input_desc[peer.idx], policy.attrs.init_value)
+                    step = TransNodeInfo(consumer.type, in_desc, out)
+    if step is None or len(keys) != 1:
+        return None                     # "trans_op type size ... is over 1, Currently not supported"
+    return step if _is_trans_support(step, policy) else None
+
+
+def _is_trans_support(step: TransNodeInfo, policy: VarPolicy) -> bool:
+    if any(d < 0 for d in step.output.dims):
+        return False
+    op = policy.format_fusion.trans_op(step.node_type)
+    fusion = policy.format_fusion
+    if op.support is TransSupport.ALWAYS:
+        return True
+    if op.support is TransSupport.FORMAT_TRANSFER:
+        pair = (t.primary_format(step.input.format), t.primary_format(step.output.format))
+        return pair in fusion.format_transfers
+    if op.support is TransSupport.CAST:
+        return (step.input.dtype, step.output.dtype) in fusion.cast_pairs
+    return False
+
+
+def _alike(a: TensorDesc, b: TensorDesc) -> bool:
+    return a.format == b.format and a.dtype == b.dtype and a.dims == b.dims
+
+
+def _check_variable_ref_legally(same_vars: list[Node], refs: list[Node]) -> bool:
+    for var in same_vars:
+        outs = out_data_nodes(var)
+        for ref in refs:
+            ins = data_in_nodes(ref)
+            if len(ins) > 1:
+                raise PassFailure(PASS_ID, f"GE_GRAPH_VARIABLE_OP_PASS_FAILED: In data node num:{len(ins)} "
+                                  f"of node:{ref.name}({ref.type}) bigger than 1", ref.name)
+            if not ins or not outs:
+                continue
+            a, b = outs[0], ins[0]
+            if not (a.op.output_desc and b.op.input_desc and b.op.output_desc and a.op.input_desc):
+                return False
+            if not (_alike(_proto_desc(a.op.output_desc[0]), _proto_desc(b.op.input_desc[0])) and
+                    _alike(_proto_desc(b.op.output_desc[0]), _proto_desc(a.op.input_desc[0]))):
+                return False                    # "variable ref connection are illegally"
+    return True
+
+
+def _proto_desc(td) -> TensorDesc:
+    return desc_from_proto(td, "")
+
+
+def _deal_fusion(same_vars: list[Node], refs: list[Node], policy: VarPolicy) -> list[tuple[str, str]]:
+    removed: list[tuple[str, str]] = []
+    for var in same_vars:
+        for node in out_data_nodes(var):
+            if not node.alive:
+                continue
+            removed.append((node.name, node.type))
+            isolate(node, [0])
+            remove_node(node)
+    for ref in refs:
+        for anchor in list(ref.ins):
+            peer = anchor.peer
+            if peer is None or policy.format_fusion.trans_op(peer.node.type) is None:
+                continue
+            trans = peer.node
+            if len(out_data_nodes(trans)) > 1:
+                for p in trans.in_ctrl:
+                    link_ctrl(p, ref)
+                unlink(peer, anchor)
+                if trans.ins and trans.ins[0].peer is not None:
+                    link(trans.ins[0].peer, anchor)
+            else:
+                removed.append((trans.name, trans.type))
+                isolate(trans, [0])
+                remove_node(trans)
+    return removed
+
+
+def _update_io_format_info(final: TensorDesc, same_vars: list[Node], refs: list[Node],
+                           policy: VarPolicy) -> None:
+    init_attr = policy.attrs.init_value
+    for var in same_vars:
+        td = var.op.output_desc[0]
+        cur = desc_from_proto(td, init_attr)
+        desc_to_proto(replace(cur, origin_dims=final.origin_dims, dims=final.dims, format=final.format,
+                              dtype=final.dtype), td, init_attr)
+    for ref in refs:
+        for descs in (ref.op.input_desc, ref.op.output_desc):
+            if descs:
+                descs[0].Clear()
+                desc_to_proto(final, descs[0], init_attr)

@@ -38,7 +38,7 @@ class GraphBuilder:
         return self
 
     def op(self, name: str, type_: str, inputs=(), outs=(TensorDesc(),), ins=None, attrs=None,
-           out_attrs=None, graph: str | None = None, subgraphs=()) -> pb.OpDef:
+           out_attrs=None, graph: str | None = None, subgraphs=(), ports=None) -> pb.OpDef:
         g = self.graphs[graph] if graph else next(iter(self.graphs.values()))
         op = g.op.add(name=name, type=type_)
         data = [i for i in inputs if not i.endswith(":-1")]
@@ -60,6 +60,13 @@ class GraphBuilder:
             for k, v in extra.items():
                 set_attr(op.output_desc[idx].attr, k, v)
         op.subgraph_name.extend(subgraphs)
+        if ports is not None:
+            for prefix, names in zip(("_input_name", "_output_name"), ports):
+                keys, vals = op.attr[prefix + "_key"].list, op.attr[prefix + "_value"].list
+                keys.s.extend(n.encode() for n in names)
+                keys.val_type = pb.AttrDef.ListValue.VT_LIST_STRING
+                vals.i.extend(range(len(names)))
+                vals.val_type = pb.AttrDef.ListValue.VT_LIST_INT
         return op
 
     def build(self):

@@ -1,0 +1,183 @@
+"""VariablePrepareOpPass (§9.3): a VariableRef after the last writer of each variable.
+
+A writer is an op with a ref input (an input named like one of its outputs, or
+an input desc with `ref_port_index`). From each variable, writers are followed
+through their ref outputs; the last one in a chain gets `<var>_TO_<w>_REF_<o>`.
+"""
+from __future__ import annotations
+
+from ...errors import PassFailure
+from ...graph import Graph, Node
+from ...surgery import insert_before, link, link_ctrl, replace_peer
+from ..nodes import attr_str
+from ..policy import VarPolicy, one
+from . import Change
+from .util import add_node, make_op
+
+PASS_ID = "variable_prepare"
+RULE_REF = "var/ref-after-writer"
+RULE_IDENTITY = "var/identity-before-merge"
+RULE_REF_IDENTITY = "var/ref-identity-for-ref-input"
+
+RefMap = dict[str, dict[int, list[int]]]
+
+
+def run_variable_prepare(graph: Graph, policy: VarPolicy) -> list[Change]:
+    ref_map = build_ref_map(graph, policy)
+    if not ref_map:
+        return []                                    # "No need to add variable_ref."
+    changes: list[Change] = []
+    for var in graph.node_list():
+        if var.type not in policy.op_types.var_like or not var.alive:
+            continue
+        for anchor in list(var.outs):
+            for peer in list(anchor.peers):
+                if _is_ref_node(peer.node, policy):
+                    continue
+                for o in ref_map.get(type_key(peer.node, policy), {}).get(peer.idx, []):
+                    _walk(peer.node, peer.idx, o, var, ref_map, policy, changes)
+    return changes
+
+
+def _is_ref_node(node: Node, policy: VarPolicy) -> bool:
+    """A VariableRef is not a writer.
+
+    Note [refs are not writers]: a VariableRef has the variable's type, so the
+    type-keyed ref map would treat the ref this pass just made after a
+    Variable-typed writer as a further writer and give it a ref of its own; §11.4
+    case 52 expects exactly `variable_TO_assign_REF_0` and
+    `variable_TO_variable1_REF_0`, so nodes carrying `ref_var_src_var_name` are
+    never followed as writers.
+    """
+    return attr_str(node.op.attr, policy.attrs.ref_var_src_var_name) is not None
+
+
+def type_key(node: Node, policy: VarPolicy) -> str:
+    if node.type in policy.op_types.framework_op:
+        return attr_str(node.op.attr, policy.attrs.original_type) or node.type
+    return node.type
+
+
+def build_ref_map(graph: Graph, policy: VarPolicy) -> RefMap:
+    out: RefMap = {}
+    for node in graph.nodes():
+        key = type_key(node, policy)
+        if key in policy.op_types.refswitch_like and node.type in policy.op_types.framework_op:
+            out.setdefault(key, {})[0] = [0, 1]
+            continue
+        ins, outs = node.ports()
+        for name, i in ins.items():
+            if name in outs:
+                out.setdefault(key, {})[i] = [outs[name]]
+            elif i < len(node.op.input_desc):
+                ports = node.op.input_desc[i].attr.get(policy.attrs.ref_port_index)
+                if ports is not None and len(ports.list.i):
+                    out.setdefault(key, {})[i] = [len(node.outs)]
+    return out
+
+
+def _walk(start: Node, in_idx: int, o: int, var: Node, ref_map: RefMap, policy: VarPolicy,
+          changes: list[Change]) -> None:
+    stack = [(start, in_idx, o)]
+    seen: set[tuple[int, int, int]] = set()
+    while stack:
+        node, i, out_idx = stack.pop()
+        if (id(node), i, out_idx) in seen:
+            continue
+        seen.add((id(node), i, out_idx))
+        further = []
+        if out_idx < len(node.outs):
+            for peer in node.outs[out_idx].peers:
+                if not _is_ref_node(peer.node, policy):
+                    for o2 in ref_map.get(type_key(peer.node, policy), {}).get(peer.idx, []):
+                        further.append((peer.node, peer.idx, o2))
+        if further:
+            if node.out_ctrl:
+                add_variable_ref(node, var, out_idx, policy, changes)
+            stack.extend(reversed(further))
+        elif node.type in policy.op_types.framework_op:
+            continue
+        elif out_idx < len(node.outs):
+            add_variable_ref(node, var, out_idx, policy, changes)
+        else:
+            insert_variable_ref(node, i, var, policy, changes)
+
+
+def _ref_op(var: Node, name: str, policy: VarPolicy):
+    desc = var.op.output_desc[0] if var.op.output_desc else None
+    op = make_op(name, var.type, [desc] if desc else [], [desc] if desc else [])
+    op.attr[policy.attrs.ref_var_src_var_name].s = var.name.encode()
+    return op
+
+
+def add_variable_ref(w: Node, var: Node, o: int, policy: VarPolicy, changes: list[Change]) -> None:
+    if o >= len(w.outs):
+        return                                       # warning in GE, SUCCESS
+    key = policy.attrs.ref_var_src_var_name
+    for peer in w.outs[o].peers:
+        if peer.node.type in policy.op_types.var_like and attr_str(peer.node.op.attr, key) == var.name:
+            return                                   # already has its VariableRef
+    name = f"{var.name}_TO_{w.name}_REF_{o}"
+    op = _ref_op(var, name, policy)
+    label = attr_str(w.op.attr, policy.attrs.stream_label)
+    if label:
+        op.attr[policy.attrs.stream_label].s = label.encode()
+    data_peers = [p for anchor in w.outs for p in anchor.peers]
+    ctrl_peers = list(w.out_ctrl)
+    ref = add_node(w.graph, op, w)
+    for peer in data_peers:
+        if _original_type(peer.node, policy) in policy.op_types.merge:
+            ident = _identity_before(peer, w, policy, changes)
+            link_ctrl(ref, ident)
+        else:
+            link_ctrl(ref, peer.node)
+    for succ in ctrl_peers:
+        link_ctrl(ref, succ)
+    link(w.outs[o], ref.ins[0])
+    changes.append(Change("inserted", ref.name, ref.type, w.graph.name, RULE_REF,
+                          {"variable": var.name, "writer": f"{w.name}:{o}"}))
+
+
+def _original_type(node: Node, policy: VarPolicy) -> str:
+    if node.type in policy.op_types.framework_op:
+        original = attr_str(node.op.attr, policy.attrs.original_type)
+        if original is None:
+            raise PassFailure(PASS_ID, f"FrameworkOp {node.name} has no attr "
+                              f"'{policy.attrs.original_type}'", node.name)
+        return original
+    return node.type
+
+
+def _identity_before(peer, w: Node, policy: VarPolicy, changes: list[Change]) -> Node:
+    src = peer.peer
+    name = f"Identity_{w.name}_TO_{peer.node.name}_{peer.idx}"
+    td = src.node.op.output_desc[src.idx] if src.idx < len(src.node.op.output_desc) else None
+    op = make_op(name, one(policy.op_types.identity), [td] if td else [], [td] if td else [])
+    ident = insert_before(peer, op, keep_ctrl=lambda n: True)
+    changes.append(Change("inserted", ident.name, ident.type, w.graph.name, RULE_IDENTITY,
+                          {"before": peer.node.name, "writer": w.name}))
+    return ident
+
+
+def insert_variable_ref(n: Node, i: int, var: Node, policy: VarPolicy, changes: list[Change]) -> None:
+    anchor = n.ins[i] if i < len(n.ins) else None
+    src = anchor.peer if anchor is not None else None
+    if src is None:
+        raise PassFailure(PASS_ID, f"ref input {i} of {n.name} has no producer", n.name)
+    td = n.op.input_desc[i]
+    bridge = make_op(f"RefIdentity_{src.node.name}_{src.idx}_TO_{n.name}_{i}",
+                     one(policy.op_types.ref_identity), [td], [td])
+    ref_op = _ref_op(var, f"{var.name}_TO_{n.name}_REF_{i}", policy)
+    peers = [p.node for o in n.outs for p in o.peers] + list(n.out_ctrl)
+    ident = add_node(n.graph, bridge, src.node)
+    ref = add_node(n.graph, ref_op, n)
+    for p in peers:
+        link_ctrl(ref, p)
+    replace_peer(src, anchor, ident.ins[0])
+    link(ident.outs[0], anchor)
+    link(ident.outs[0], ref.ins[0])
+    link_ctrl(n, ref)
+    changes.append(Change("inserted", ident.name, ident.type, n.graph.name, RULE_REF_IDENTITY,
+                          {"variable": var.name, "input": f"{n.name}:{i}"}))
+    changes.append(Change("inserted", ref.name, ref.type, n.graph.name, RULE_REF,
+                          {"variable": var.name, "writer": f"{n.name}:{i}"}))

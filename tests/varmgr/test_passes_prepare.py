@@ -1,0 +1,124 @@
+"""§11.4 variable_prepare_pass cases (52-63)."""
+import pytest
+
+from engine.errors import PassFailure
+from engine.varmgr.passes.prepare import add_variable_ref, build_ref_map, run_variable_prepare
+
+from .conftest import desc
+from .graphs import GraphBuilder
+
+VAR_PORTS = (["var"], ["var"])
+ASSIGN_PORTS = (["ref", "value"], ["ref"])
+
+
+def preds(node):
+    return sorted(n.name for n in node.in_ctrl)
+
+
+def test_variable_prepare_pass_succ1(pool):                             # 52
+    b = GraphBuilder()
+    b.op("variable", "Variable", outs=[desc((4,))], ports=VAR_PORTS)
+    b.op("const", "Const", outs=[desc((4,))])
+    b.op("assign", "Assign", inputs=["variable:0", "const:0"], outs=[desc((4,))], ports=ASSIGN_PORTS)
+    b.op("framworkop", "FrameworkOp", inputs=["variable:0", "const:0"], outs=[desc((4,))],
+         attrs={"original_type": "Assign"}, ports=ASSIGN_PORTS)
+    b.op("variable1", "Variable", inputs=["variable:0"], outs=[desc((4,))], ports=VAR_PORTS)
+    b.op("netoutput", "NetOutput", inputs=["variable1:0"], outs=[])
+    m = b.build()
+    changes = run_variable_prepare(m.root, pool.policy)
+    assert sorted(c.node for c in changes) == ["variable_TO_assign_REF_0", "variable_TO_variable1_REF_0"]
+    ref = m.root.find("variable_TO_assign_REF_0")
+    assert ref.type == "Variable" and ref.op.attr["ref_var_src_var_name"].s == b"variable"
+    assert ref.ins[0].peer.node.name == "assign"
+    ref1 = m.root.find("variable_TO_variable1_REF_0")
+    assert preds(m.root.find("netoutput")) == ["variable_TO_variable1_REF_0"]
+    assert ref1.ins[0].peer.node.name == "variable1"
+    assert m.root.find("variable_TO_framworkop_REF_0") is None       # FrameworkOp: skipped
+
+
+def test_add_variable_ref_index_out_of_range_and_existing(pool):       # 54
+    b = GraphBuilder()
+    b.op("variable", "Variable", outs=[desc((4,))])
+    b.op("variable1", "Variable", inputs=["variable:0"], outs=[desc((4,))])
+    m = b.build()
+    changes = []
+    var, var1 = m.root.find("variable"), m.root.find("variable1")
+    add_variable_ref(var1, var, 3, pool.policy, changes)
+    assert changes == []
+    add_variable_ref(var1, var, 0, pool.policy, changes)
+    add_variable_ref(var1, var, 0, pool.policy, changes)       # already has its ref: no second one
+    assert [c.node for c in changes] == ["variable_TO_variable1_REF_0"]
+
+
+def control_graph(refmerge_type):
+    b = GraphBuilder()
+    b.op("variable", "Variable", outs=[desc((4,))], ports=VAR_PORTS)
+    b.op("refswitch", "FrameworkOp", inputs=["variable:0"], outs=[desc((4,)), desc((4,))],
+         attrs={"original_type": "RefSwitch"})
+    b.op("const", "Const", outs=[desc((4,))])
+    b.op("assign", "Assign", inputs=["refswitch:0", "const:0"], outs=[desc((4,))], ports=ASSIGN_PORTS)
+    attrs = {"original_type": refmerge_type} if refmerge_type else {}
+    b.op("refmerge", "FrameworkOp", inputs=["assign:0"], outs=[desc((4,))], attrs=attrs)
+    b.op("netoutput", "NetOutput", inputs=["refmerge:0"], outs=[])
+    return b.build()
+
+
+def test_variable_prepare_pass_control_op(pool):                        # 59
+    with pytest.raises(PassFailure, match="FrameworkOp refmerge has no attr 'original_type'"):
+        run_variable_prepare(control_graph(None).root, pool.policy)
+    m = control_graph("RefMerge")
+    changes = run_variable_prepare(m.root, pool.policy)
+    ident = m.root.find("Identity_assign_TO_refmerge_0")
+    assert ident is not None and ident.type == "Identity"
+    assert m.root.find("refmerge").ins[0].peer.node is ident
+    assert preds(ident) == ["variable_TO_assign_REF_0"]
+    assert [c.rule for c in changes] == ["var/identity-before-merge", "var/ref-after-writer"]
+
+
+def test_add_variable_ref_for_refdata(pool):                            # 60
+    b = GraphBuilder()
+    b.op("refdata", "RefData", outs=[desc((4,))], ports=(["x"], ["x"]))
+    b.op("data", "Data", outs=[desc((4,))])
+    b.op("assign", "Assign", inputs=["refdata:0", "data:0"], outs=[desc((4,))], ports=ASSIGN_PORTS)
+    b.op("netoutput", "NetOutput", inputs=["assign:0"], outs=[])
+    m = b.build()
+    run_variable_prepare(m.root, pool.policy)
+    ref = m.root.find("refdata_TO_assign_REF_0")
+    assert ref.op.attr["ref_var_src_var_name"].s == b"refdata" and ref.type == "RefData"
+    assert preds(m.root.find("netoutput")) == ["refdata_TO_assign_REF_0"]
+
+
+def test_ref_map_unknown_type_is_empty(pool):                           # 62
+    b = GraphBuilder()
+    b.op("variable", "Variable", outs=[desc((4,))])
+    b.op("relu", "Relu", inputs=["variable:0"])
+    m = b.build()
+    assert build_ref_map(m.root, pool.policy) == {}
+    assert run_variable_prepare(m.root, pool.policy) == []
+
+
+def test_stream_label_copied(pool):                                     # 63
+    b = GraphBuilder()
+    b.op("variable", "Variable", outs=[desc((4,))], ports=VAR_PORTS)
+    b.op("const", "Const", outs=[desc((4,))])
+    b.op("assign", "Assign", inputs=["variable:0", "const:0"], outs=[desc((4,))], ports=ASSIGN_PORTS,
+         attrs={"_stream_label": "test_stream"})
+    m = b.build()
+    run_variable_prepare(m.root, pool.policy)
+    assert m.root.find("variable_TO_assign_REF_0").op.attr["_stream_label"].s == b"test_stream"
+
+
+def test_ref_port_index_input_gets_ref_identity(pool):
+    b = GraphBuilder()
+    b.op("variable", "Variable", outs=[desc((4,))])
+    scatter = b.op("scatter", "ScatterUpdate", inputs=["variable:0"], outs=[], ports=(["var"], []))
+    scatter.input_desc[0].attr["ref_port_index"].list.i.append(0)
+    b.op("after", "Relu", inputs=["scatter:-1"], outs=[])
+    m = b.build()
+    changes = run_variable_prepare(m.root, pool.policy)
+    assert [c.node for c in changes] == ["RefIdentity_variable_0_TO_scatter_0", "variable_TO_scatter_REF_0"]
+    ident = m.root.find("RefIdentity_variable_0_TO_scatter_0")
+    ref = m.root.find("variable_TO_scatter_REF_0")
+    assert m.root.find("scatter").ins[0].peer.node is ident and ref.ins[0].peer.node is ident
+    assert preds(ref) == ["scatter"]
+    assert preds(m.root.find("after")) == ["scatter", "variable_TO_scatter_REF_0"]

@@ -7,7 +7,7 @@ from engine.cli import main
 from engine.dumpio import load_model, save_model
 from engine.varmgr.state import load_state
 
-from .conftest import FLOAT, HBM, NCHW, UINT8, desc
+from .conftest import NCHW, desc
 from .graphs import GraphBuilder, tensor
 
 BASE = 137_438_953_472

@@ -2,14 +2,16 @@
 import pytest
 
 from engine.errors import PassFailure
+from engine.varmgr.desc import desc_from_proto
 from engine.varmgr.nodes import output_desc
 from engine.varmgr.passes.variable_op import run_variable_op
+from engine.varmgr.policy import default_policy
 from engine.varmgr.rebuild import GraphRebuildStateCtrl
 
-from .conftest import FLOAT, FLOAT16, INT32, NC1HWC0, NCHW, ND, NHWC, desc
+from .conftest import FLOAT, FLOAT16, INT32, NC1HWC0, NCHW, ND, desc
 from .graphs import GraphBuilder
 
-HWCN, CHWN = 16, 14
+HWCN = 16
 D4, D5 = (1, 2, 3, 4), (1, 2, 3, 4, 5)
 V4 = desc(D4, NCHW, INT32, origin_dims=D4)
 V5 = desc(D5, NC1HWC0, FLOAT, origin_dims=D5)
@@ -48,13 +50,8 @@ def run(pool, model, vm=None):
     return run_variable_op(model.root, vm, ctrl, 0), vm, ctrl
 
 
-def od(model, name, idx=0):
-    return output_desc(model.root.find(name), model_policy())
-
-
-def model_policy():
-    from engine.varmgr.policy import default_policy
-    return default_policy()
+def od(model, name):
+    return output_desc(model.root.find(name), default_policy())
 
 
 def shape(d):
@@ -67,7 +64,6 @@ def test_trans_data_remove(pool):                                       # 36
     changes, vm, ctrl = run(pool, m, vm)
     assert shape(od(m, "Node4D")) == (NC1HWC0, FLOAT, 5)
     ref = m.root.find("Node4D_ref")
-    from engine.varmgr.desc import desc_from_proto
     assert shape(desc_from_proto(ref.op.input_desc[0])) == (NC1HWC0, FLOAT, 5)
     for gone in ("4d_to_5d_1", "4d_to_5d_2", "5d_to_4d_1"):
         assert m.root.find(gone) is None

@@ -1,11 +1,11 @@
 """§7 VarMemAssignUtil and the §11.2 var_mem_assign_util cases, through plan_graph."""
 import pytest
 
-from engine.varmgr import Status, VarError
+from engine.varmgr import VarError
 from engine.varmgr.nodes import name_for_var_manager
 from engine.varmgr.placement import plan_graph
 
-from .conftest import FLOAT, GiB, HBM, RDMA, UINT8, desc
+from .conftest import GiB, UINT8, desc
 from .graphs import GraphBuilder, tensor
 
 BASE = 137_438_953_472

@@ -17,13 +17,12 @@ from pathlib import Path
 from ..errors import InputError, Loc, PassFailure, Problem, display_path
 from .desc import TensorDesc
 from .manager import VarManager, VarManagerPool
-from .physical import DeviceMemory, check_init_value
+from .physical import check_init_value
 from .placement import GraphPlan, plan_graph
 from .policy import VarPolicy, default_policy, load_policy
 from .records import VarError
-from .state import encode, is_text_path, load_state, restore_session, to_info
-
-OTHER_VERSION = 2          # SessionVersion::OTHER_VERSION, what an online session uses
+from .session import open_session
+from .state import encode, is_text_path, to_info
 
 
 def add_commands(subparsers) -> None:
@@ -62,40 +61,6 @@ def _options(items) -> dict[str, str]:
 
 
 # ---- plan -------------------------------------------------------------------------
-def open_session(pool: VarManagerPool, session: int | None, memory_size: int | None,
-                 options: dict[str, str], state: str | None) -> VarManager:
-    """A planning session: restored from `state`, or initialised as GE's session setup does.
-
-    Note [session setup without --memory-size]: GE's session init calls
-    SetMemoryMallocSize with the device's memory; without a size we only run
-    SetAllMemoryMaxValue, which moves the logic base to 128 GiB and keeps the
-    default maxima (26 GiB graph, 5 GiB variables).
-    """
-    if state is not None:
-        info = load_state(state, pool.policy)
-        if session is not None:
-            info.session_id = session
-        try:
-            vm = restore_session(pool, info)
-        except VarError as exc:
-            raise InputError(Problem(Loc(display_path(state)), f"cannot restore state: {exc.message}",
-                                     "the file is corrupt or from an incompatible version")) from None
-    else:
-        sid = session or 0
-        vm = pool.instance(sid)
-        vm.init(OTHER_VERSION, sid, 0, 0)
-        try:
-            if memory_size is not None:
-                vm.set_memory_malloc_size(options, memory_size)
-            else:
-                vm.set_all_memory_max_value(options)
-        except VarError as exc:
-            raise InputError(Problem(Loc("--memory-size"), exc.message, "use a smaller size")) from None
-    vm.options.update(options)
-    vm.mem_manager = DeviceMemory()          # simulated pools for RDMA / host variables
-    return vm
-
-
 def cmd_plan(args) -> int:
     from ..dumpio import load_model, model_to_text, serialize_model, is_binary_path
     policy = _policy(args.rules)

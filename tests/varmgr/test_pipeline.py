@@ -43,3 +43,17 @@ def test_fuse_then_plan_ref_writer(pool):
     assert output_desc(m.root.find("var1"), pool.policy).format == NC1HWC0
     assert [s.node_type for s in vm.get_trans_road("var1")] == ["TransData"]
     assert ctrl.is_graph_need_rebuild(0)
+
+
+def test_run_variable_pass_dispatch():
+    from engine.varmgr.passes import PASS_IDS, run_variable_pass
+    from engine.varmgr.session import VarSession
+    session = VarSession.open()
+    assert session.manager.var_mem_logic_base == BASE
+    b = GraphBuilder("g")
+    b.op("v", "Variable", outs=[V4])
+    b.op("init", "VarIsInitializedOp", inputs=["v:0"], outs=[desc((), dtype=12)])
+    m = b.build()
+    results = {pid: run_variable_pass(pid, session, m, m.root) for pid in PASS_IDS}
+    assert [c.node for c in results["var_is_initialized"]] == ["init"]
+    assert results["variable_prepare"] == results["variable_op"] == results["variable_ref_delete"] == []

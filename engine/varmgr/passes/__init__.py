@@ -26,3 +26,24 @@ class Change:
 
 
 PASS_IDS = ("variable_prepare", "variable_op", "var_is_initialized", "variable_ref_delete")
+
+
+def run_variable_pass(pass_id: str, session, model, graph) -> list[Change]:
+    """Run one variable pass on `graph` (the root or a subgraph of `model`).
+
+    `session` is a `VarSession`; its `graph_id` names the graph being compiled.
+    """
+    policy = session.pool.policy
+    if pass_id == "variable_prepare":
+        from .prepare import run_variable_prepare
+        return run_variable_prepare(graph, policy)
+    if pass_id == "variable_op":
+        from .variable_op import run_variable_op
+        return run_variable_op(graph, session.manager, session.ctrl, session.graph_id)
+    if pass_id == "var_is_initialized":
+        from .is_initialized import run_var_is_initialized
+        return run_var_is_initialized(graph, session.manager)
+    if pass_id == "variable_ref_delete":
+        from .ref_delete import run_variable_ref_delete
+        return run_variable_ref_delete(model, graph, policy)
+    raise KeyError(pass_id)

@@ -214,6 +214,13 @@ class VarPolicy:
     reuse_rules: tuple[ReuseRule, ...]
     options: OptionKeys
     format_fusion: FormatFusion
+    _rules_by_kind: dict = field(init=False, repr=False, compare=False)
+    _types_by_rt: dict = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # lookups on the planning hot path, computed once
+        object.__setattr__(self, "_rules_by_kind", {r.kind: r for r in reversed(self.reuse_rules)})
+        object.__setattr__(self, "_types_by_rt", {s.rt: s for s in reversed(self.memory_types)})
 
     def mem_type(self, name: str) -> MemoryTypeSpec:
         for spec in self.memory_types:
@@ -222,19 +229,13 @@ class VarPolicy:
         raise KeyError(name)
 
     def mem_type_by_rt(self, rt: int) -> MemoryTypeSpec | None:
-        for spec in self.memory_types:
-            if spec.rt == rt:
-                return spec
-        return None
+        return self._types_by_rt.get(rt)
 
     def rt(self, name: str) -> int:
         return self.mem_type(name).rt
 
     def reuse_rule(self, kind: ReuseKind) -> ReuseRule | None:
-        for rule in self.reuse_rules:
-            if rule.kind is kind:
-                return rule
-        return None
+        return self._rules_by_kind.get(kind)
 
 
 def _compile_template(text: str) -> Callable[[str, int, int], str]:

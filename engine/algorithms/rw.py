@@ -175,7 +175,6 @@ class RWPass:
         self.ctx, self.cfg, self.spec = ctx, cfg, spec
         self.ref_out: dict[Node, dict[int, int]] = {}
         self.ref_in: dict[Node, dict[int, int]] = {}
-        self.out_cache: dict[OutAnchor, _Typed] = {}
         self.in_cache: dict[InAnchor, _Typed] = {}
         self.data_rw: dict[tuple[Graph, int], str] = {}       # subgraph Data → recorded input type
         self.netout_rw: dict[tuple[Graph, int], str] = {}     # subgraph NetOutput input p → output type
@@ -221,11 +220,11 @@ class RWPass:
             return _Typed(self.IN_INV, "no input rule matched")
         return _Typed(v, self._cite(self.cfg.input_rules, i))
 
-    def output_rw(self, anchor: OutAnchor | None, use_cache: bool = True) -> _Typed:
+    def output_rw(self, anchor: OutAnchor | None) -> _Typed:
+        """OutputRW. Note [no output cache]: an output's type depends on its current
+        consumer count, which the walk changes; GE recomputes it on every call."""
         if anchor is None:
             return _Typed(self.OUT_INV, "no producer")
-        if use_cache and anchor in self.out_cache:
-            return self.out_cache[anchor]
         node = anchor.node
         v, i = self.f_out_over(node, anchor)
         if v is not None:
@@ -244,8 +243,6 @@ class RWPass:
             if val != self.OUT_W and len(anchor.peers) > 1:
                 val, why = self.OUT_RO, why + "; several consumers"
             t = _Typed(val, why)
-        if use_cache:
-            self.out_cache[anchor] = t
         return t
 
     def input_rw(self, anchor: InAnchor, use_cache: bool = True) -> _Typed:
@@ -335,7 +332,7 @@ class RWPass:
                 raise PassFailure(self.spec.id, f"subgraph output input {a.idx} has no {self.cfg.parent_index_attr}", n.name)
             p = d.attr[self.cfg.parent_index_attr].i
             src = a.peer
-            t = self.output_rw(src, use_cache=False)
+            t = self.output_rw(src)
             if t.value == self.OUT_W and not self.optimizable(parent, p):
                 self.insert_after(src, a, {
                     "kind": "subgraph-output", "why": "a Writeable subgraph output feeds a parent output whose "
@@ -353,7 +350,7 @@ class RWPass:
             for g in subs:
                 for n in g.nodes():
                     if self.p["subgraph_netoutput"](n) and p < len(n.ins):
-                        if self.output_rw(n.ins[p].peer, use_cache=False).value == self.OUT_RO:
+                        if self.output_rw(n.ins[p].peer).value == self.OUT_RO:
                             return False
         for c in parent.outs[p].peers:
             if any(g is not None for g in c.node.subgraphs):
@@ -367,7 +364,10 @@ class RWPass:
         self.mark_ref_relations()
         self.mark_subgraphs()
         P = self.p
-        for node in self.ctx.model.walk_all_nodes():
+        # Note [walk snapshot]: GE iterates a copy of GetAllNodes(), so nodes inserted
+        # during the walk are not visited (spec §10.5 reads otherwise; a live walk
+        # would also loop forever under a pack whose inserted node re-triggers itself).
+        for node in self.ctx.model.all_nodes():
             if not node.alive:
                 continue
             g = node.graph
@@ -449,7 +449,7 @@ class RWPass:
                 self.insert_before(c, {"kind": "split-identity", "identity": ident.name, "input_rw": t.value,
                                        "input_rule": t.why,
                                        "why": "an identity shared by several consumers is split so the writer gets its own copy"},
-                                   desc_from=pre)
+                                   named_after=pre)
             elif pre is not None:
                 surgery.unlink(ident.outs[0], c)
                 for p in ident.in_ctrl:
@@ -503,10 +503,12 @@ class RWPass:
         return any(self.p["rw_control_writer"](s) and any(a.peer is pre for a in s.ins) for s in ident.out_ctrl)
 
     # ---- rewriting -------------------------------------------------------------------
-    def insert_before(self, dst: InAnchor, reason: dict, desc_from: OutAnchor | None = None) -> Node:
+    def insert_before(self, dst: InAnchor, reason: dict, named_after: OutAnchor | None = None) -> Node:
+        """Identity before dst; named after (and described by) `named_after`, default dst's producer."""
         src = dst.peer
-        desc = (desc_from or src).desc if (desc_from or src) is not None else None
-        op = build_op(self.ctx, self.cfg.insert, dst.node.graph, [desc], src.node if src else None, {})
+        origin = named_after or src
+        desc = origin.desc if origin is not None else None
+        op = build_op(self.ctx, self.cfg.insert, dst.node.graph, [desc], origin.node if origin else None, {})
         moved = [p.name for p in dst.node.in_ctrl if not self.hooks.keep_in_ctrl(p)]
         node = surgery.insert_before(dst, op, keep_ctrl=self.hooks.keep_in_ctrl, inherit=self.hooks.inherit)
         self._record(node, src, [dst], reason, moved)

@@ -96,7 +96,8 @@ def _format_of(td: pb.TensorDescriptor, attrs, int_key: str, str_key: str | None
 
 def desc_from_proto(td: pb.TensorDescriptor, init_attr: str = INIT_VALUE_ATTR) -> TensorDesc:
     attrs = td.attr
-    dtype = _attr_int(attrs, _DTYPE_OVERRIDE_ATTR)
+    get = attrs.get
+    dtype = _attr_int(attrs, _DTYPE_OVERRIDE_ATTR) if _DTYPE_OVERRIDE_ATTR in attrs else None
     if dtype is None:
         dtype = t.dtype_from_proto(td.dtype)
     origin_dtype = t.DT_UNDEFINED
@@ -105,29 +106,22 @@ def desc_from_proto(td: pb.TensorDescriptor, init_attr: str = INIT_VALUE_ATTR) -
         origin_dtype = t.parse_dtype(odt)
         origin_dtype = t.DT_UNDEFINED if origin_dtype is None else origin_dtype
     origin_dims = None
-    flag = attrs.get("origin_shape_initialized")
+    flag = get("origin_shape_initialized")
     if flag is not None and flag.b:
-        shape = attrs.get("origin_shape")
+        shape = get("origin_shape")
         origin_dims = tuple(shape.list.i) if shape is not None else ()
     size = td.size
-    if not size:
+    if not size and "size" in attrs:
         size = _attr_int(attrs, "size") or 0
     init = None
-    iv = attrs.get(init_attr) if init_attr else None
+    iv = get(init_attr) if init_attr else None
     if iv is not None and iv.WhichOneof("value") == "t":
         tensor = iv.t
         inner = desc_from_proto(tensor.desc, init_attr="")
         init = InitValue(inner.dtype, inner.format, inner.dims, bytes(tensor.data))
-    return TensorDesc(
-        format=_format_of(td, attrs, "format_for_int", None),
-        dtype=dtype,
-        dims=tuple(td.shape.dim),
-        size=size,
-        origin_format=_format_of(td, attrs, "origin_format_for_int", "origin_format"),
-        origin_dtype=origin_dtype,
-        origin_dims=origin_dims,
-        init_value=init,
-    )
+    return TensorDesc(_format_of(td, attrs, "format_for_int", None), dtype, tuple(td.shape.dim), size,
+                      _format_of(td, attrs, "origin_format_for_int", "origin_format"), origin_dtype,
+                      origin_dims, init)
 
 
 def desc_to_proto(desc: TensorDesc, out: pb.TensorDescriptor | None = None,

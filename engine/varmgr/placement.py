@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..graph import Model, Node
-from .desc import TensorDesc
+from .desc import TensorDesc, desc_from_proto
 from .manager import VarManager
 from .nodes import (attr_str, is_ref_node, memory_type_of, name_for_var_manager, node_var_size,
                     output_desc, var_op)
@@ -68,20 +68,24 @@ def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
     res = mgr.res("AssignStaticMemory2Node")
     hbm = mgr.hbm_rt
     out: list[PlanEntry] = []
+    init_attr = policy.attrs.init_value
     for node in model.all_nodes():
         if node.type not in placed or is_ref_node(node, policy):
             continue
         name = name_for_var_manager(node, policy)
         op = node.op
-        if not op.output_desc:
+        out_descs = op.output_desc
+        if not out_descs:
             raise VarError(Status.FAILED, f"node:{node.name} has no OutputDesc", node.name)
         mem_type = memory_type_of(node, policy)
-        desc = output_desc(node, policy)
+        td = out_descs[0]
+        desc = desc_from_proto(td, init_attr)
         size = node_var_size(node, desc, policy, padding)
-        op.output_desc[0].size = size
+        td.size = size
         desc = descs[node] = desc.with_size(size)
-        del op.output_i[:]
-        op.output_i.extend([0] * len(op.output_desc))
+        offsets = op.output_i
+        del offsets[:]
+        offsets.extend([0] * len(out_descs))
         if not res.is_var_exist(name, desc):
             result = mgr.assign_var_mem(name, var_op(node, policy, desc), desc, mem_type)
             if node.type in policy.op_types.variable:
@@ -92,7 +96,7 @@ def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
             key = _check_same_key_size(node, name, desc, mgr)
             footprint, decision = 0, "already placed"
         address, typ = mgr.get_var_addr(name, desc)
-        op.output_i[0] = address
+        offsets[0] = address
         spec = policy.mem_type_by_rt(typ)
         offset = address - mgr.var_mem_logic_base if typ == hbm else address
         out.append(PlanEntry(graph_id, node.graph.name, node.name, name, key,

@@ -160,3 +160,21 @@ def test_variable_ref_delete_unknown_source(pool):
     m = b.build()
     with pytest.raises(PassFailure, match=r"Can not find source variable\[ghost\] of variable ref\[ref\]"):
         run_variable_ref_delete(m, m.root, pool.policy)
+
+
+def test_init_parallel(pool):                                           # 71
+    b = GraphBuilder()
+    b.op("var1", "Variable")
+    b.op("var2", "Variable")
+    b.op("var_is_init1", "VarIsInitializedOp", inputs=["var1:0"], outs=[BOOL])
+    b.op("merge1", "Merge", inputs=["var_is_init1:0"])
+    b.op("assign1", "Assign", inputs=["var1:0", "var2:0"])
+    b.op("assign2", "Assign", inputs=["var2:0", "var1:0"])
+    b.op("netoutput1", "NetOutput", inputs=["assign1:0", "assign2:0", "merge1:0"], outs=[])
+    m = b.build()
+    inited = {}
+    run_var_is_initialized(m.root, session(pool), inited)
+    assert value_of(m.root.find("var_is_init1")) == b"\x00"
+    got = {n.name: sorted(v.name for v in s) for n, s in inited.items()}
+    assert got["assign1"] == ["var1"] and got["var1"] == [] and got["merge1"] == []
+    assert got["assign2"] == ["var2"] and got["netoutput1"] == ["var1", "var2"]

@@ -57,3 +57,49 @@ def test_run_variable_pass_dispatch():
     results = {pid: run_variable_pass(pid, session, m, m.root) for pid in PASS_IDS}
     assert [c.node for c in results["var_is_initialized"]] == ["init"]
     assert results["variable_prepare"] == results["variable_op"] == results["variable_ref_delete"] == []
+
+
+FRACTAL_Z, HWCN, ND = 4, 16, 2
+
+
+def test_training_changes_variable_format_across_graphs(pool):          # §11.7 scenario 2
+    vm = pool.instance(0)
+    vm.init(2, 0, 0, 0)
+    vm.set_memory_malloc_size({}, 32 * GiB)
+    ctrl = GraphRebuildStateCtrl(pool.policy)
+    nd = desc((2, 2, 3, 2), ND, origin_dims=(2, 2, 3, 2))
+    hwcn = desc((2, 2, 3, 2), HWCN, origin_dims=(2, 2, 3, 2))
+    init = GraphBuilder("init")
+    for name, d in (("var1", nd), ("var2", hwcn)):
+        init.op(name, "Variable", outs=[d])
+        init.op(f"{name}_c", "Const", outs=[d])
+        init.op(f"{name}_assign", "Assign", inputs=[f"{name}:0", f"{name}_c:0"], outs=[d])
+    init_model = init.build()
+    ckpt = GraphBuilder("checkpoint")
+    ckpt.op("var1", "Variable", outs=[nd])
+    ckpt.op("save", "Save", inputs=["var1:0"], outs=[])
+    ctrl.add_graph(0, init_model)
+    ctrl.add_graph(1, ckpt.build())
+    plan_graph(init_model, vm, 0)
+    assert vm.get_cur_var_desc("var1").format == ND and vm.get_cur_var_desc("var2").format == HWCN
+    ctrl.set_graph_build_end(0)
+    ctrl.set_graph_build_end(1)
+
+    frac = desc((4, 1, 16, 16), FRACTAL_Z, origin_dims=(2, 2, 3, 2))
+    train = GraphBuilder("train")
+    train.op("var1", "Variable", outs=[nd])
+    train.op("trans", "TransData", inputs=["var1:0"], outs=[frac])
+    train.op("x", "Data", outs=[desc((1, 2, 8, 8))])
+    train.op("conv", "Conv2D", inputs=["x:0", "trans:0"], outs=[desc((1, 2, 8, 8))])
+    model = train.build()
+    ctrl.add_graph(2, model)
+    run_variable_op(model.root, vm, ctrl, 2)
+    var1 = output_desc(model.root.find("var1"), pool.policy)
+    assert (var1.format, var1.dims, var1.origin_dims) == (FRACTAL_Z, (4, 1, 16, 16), (2, 2, 3, 2))
+    assert ctrl.is_graph_need_rebuild(1)                 # the checkpoint graph holds var1
+    plan = plan_graph(model, vm, 2)
+    (entry,) = plan.entries
+    # FRACTAL_Z needs 4128 bytes > 96 of the ND block: size-compatible reuse fails, new block
+    assert (entry.key, entry.size, entry.decision) == ("var14_0", 4128, "new block")
+    assert entry.address == BASE + 2 * 1536             # after the ND blocks of var1 and var2
+    assert vm.get_var_addr("var1", nd)[0] == BASE        # the old view keeps its address

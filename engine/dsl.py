@@ -117,6 +117,16 @@ class Cond(Expr):
 
 
 @dataclass(frozen=True, slots=True)
+class Let(Expr):
+    var: str = ""
+    value: Expr = None
+    body: Expr = None
+
+    def __str__(self) -> str:
+        return f"let {self.var} = {self.value}; {self.body}"
+
+
+@dataclass(frozen=True, slots=True)
 class ListLit(Expr):
     items: tuple = ()
 
@@ -132,7 +142,19 @@ class Quant(Expr):
     body: Expr = None
 
     def __str__(self) -> str:
-        return f"{self.kind}({self.var} in {self.seq}: {self.body})"
+        return f"{self.kind}({self.var} in {self.seq} where {self.body})"
+
+
+@dataclass(frozen=True, slots=True)
+class Comprehension(Expr):
+    item: Expr = None
+    var: str = ""
+    seq: Expr = None
+    cond: Expr | None = None
+
+    def __str__(self) -> str:
+        tail = f" if {self.cond}" if self.cond is not None else ""
+        return f"[{self.item} for {self.var} in {self.seq}{tail}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +225,10 @@ class _Build(Transformer):
     @v_args(meta=True)
     def cond(self, meta, c):
         return Cond(self._loc(meta), c[0], c[1], c[2])
+
+    @v_args(meta=True)
+    def let(self, meta, c):
+        return Let(self._loc(meta), str(c[0]), c[1], c[2])
 
     @v_args(meta=True)
     def or_(self, meta, c):
@@ -310,6 +336,10 @@ class _Build(Transformer):
         return ListLit(self._loc(meta), tuple(x for x in c if x is not None))
 
     @v_args(meta=True)
+    def comprehension(self, meta, c):
+        return Comprehension(self._loc(meta), c[0], str(c[1]), c[2], c[3])
+
+    @v_args(meta=True)
     def paren(self, meta, c):
         return Paren(self._loc(meta), c[0])
 
@@ -383,6 +413,10 @@ def children(e: Expr) -> tuple:
         return (e.test, e.then, e.other)
     if isinstance(e, ListLit):
         return e.items
+    if isinstance(e, Let):
+        return (e.value, e.body)
+    if isinstance(e, Comprehension):
+        return tuple(x for x in (e.item, e.seq, e.cond) if x is not None)
     if isinstance(e, Quant):
         return (e.seq, e.body)
     if isinstance(e, Paren):
@@ -425,7 +459,7 @@ class Compiler:
     def __init__(self, scope: Scope, errors: Collector):
         self.scope = scope
         self.errors = errors
-        self._tmp = 0
+        self._ns: dict[str, Any] | None = None
 
     def check(self, e: Expr, bound: tuple[str, ...] = ()) -> None:
         self._py(e, set(self.scope.variables) | set(bound))
@@ -434,12 +468,21 @@ class Compiler:
         return self._py(e, set(self.scope.variables) | set(bound))
 
     def namespace(self) -> dict[str, Any]:
-        ns: dict[str, Any] = {"_rt": _runtime}
-        for name, prim in self.scope.functions.items():
-            ns["f_" + name] = prim.fn
-        for name, members in self.scope.classes.items():
-            ns["C_" + name] = members
-        return ns
+        """The globals generated code runs in (shared by everything this compiler builds)."""
+        if self._ns is None:
+            ns: dict[str, Any] = {"_rt": _runtime}
+            for name, prim in self.scope.functions.items():
+                ns["f_" + name] = prim.fn
+            for name, members in self.scope.classes.items():
+                ns["C_" + name] = members
+            self._ns = ns
+        return self._ns
+
+    def define(self, name: str, params: tuple[str, ...], body: Expr) -> None:
+        """Compile a pack-defined function; it is callable as `name(...)` from later code."""
+        src = self.source(body, params)
+        args = ", ".join("v_" + p for p in params)
+        exec(f"def f_{name}({args}):\n    return {src}\n", self.namespace())  # noqa: S102
 
     def _py(self, e: Expr, names: set[str]) -> str:
         py = self._py
@@ -498,6 +541,15 @@ class Compiler:
             return f"({py(e.then, names)} if {py(e.test, names)} else {py(e.other, names)})"
         if isinstance(e, ListLit):
             return "(" + "".join(py(i, names) + ", " for i in e.items) + ")"
+        if isinstance(e, Comprehension):
+            seq = py(e.seq, names)
+            inner = names | {e.var}
+            cond = f" if {py(e.cond, inner)}" if e.cond is not None else ""
+            return f"[{py(e.item, inner)} for v_{e.var} in ({seq} or ()){cond}]"
+        if isinstance(e, Let):
+            value = py(e.value, names)
+            body = py(e.body, names | {e.var})
+            return f"(lambda v_{e.var}: {body})({value})"
         if isinstance(e, Quant):
             seq = py(e.seq, names)
             body = py(e.body, names | {e.var})
@@ -515,7 +567,7 @@ class Compiler:
         args = ", ".join("v_" + p for p in params)
         ns = self.namespace()
         exec(f"def _f({args}):\n    return {body}\n", ns)  # noqa: S102 - generated from parsed rules only
-        return ns["_f"]
+        return ns.pop("_f")
 
 
 class _runtime:

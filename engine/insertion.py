@@ -21,10 +21,14 @@ class InsertSpec:
     counter: str                    # which run-wide counter {n} draws from
     inputs: tuple[str, ...]         # port names (a single name gets an index suffix when multi-IO)
     outputs: tuple[str, ...]
-    keep_desc_attrs: tuple[str, ...] | None   # None = keep all descriptor attributes
+    keep_desc_attrs: tuple[str, ...] | None   # None = keep all descriptor attributes (minus drop)
     set_attrs: tuple[tuple[str, Any], ...]    # (key, bool/int/str value)
     copy_nonempty_from_src: tuple[str, ...]
     loc: Loc
+    copy_from_dst: tuple[str, ...] = ()            # copied from the consumer side when present
+    move_flag_from_dst: tuple[str, ...] = ()       # bool true on the consumer → false there, true here
+    move_flag_from_src: tuple[str, ...] = ()       # bool true on the producer → false there, true here
+    drop_desc_attrs: tuple[str, ...] = ()
 
     def attr_reasons(self) -> dict:
         return {k: f"set by the insert rule ({self.loc.file}:{self.loc.line})" for k, _ in self.set_attrs}
@@ -39,6 +43,7 @@ def load_insert_spec(value: Any, what: str, errors: Collector, fallback: Loc) ->
     outputs = str_list(r.get("outputs", list, ["y"]), f"{what}: outputs", errors, r.loc)
     desc = Reader(r.get("desc", dict, {}), f"{what}: desc", errors, r.loc)
     keep = desc.get("keep_attrs", (list, str), "all")
+    extra_drop = tuple(map(str, str_list(desc.get("drop_attrs", list, []), f"{what}: desc.drop_attrs", errors, r.loc)))
     desc.done()
     keep_attrs = None if keep == "all" else tuple(map(str, str_list(keep, f"{what}: desc.keep_attrs", errors, r.loc)))
     sets = r.get("set_attrs", dict, {})
@@ -49,6 +54,9 @@ def load_insert_spec(value: Any, what: str, errors: Collector, fallback: Loc) ->
             continue
         set_attrs.append((str(k), v))
     copy = str_list(r.get("copy_nonempty_from_src", list, []), f"{what}: copy_nonempty_from_src", errors, r.loc)
+    extra = {k: tuple(map(str, str_list(r.get(k, list, []), f"{what}: {k}", errors, r.loc)))
+             for k in ("copy_from_dst", "move_flag_from_dst", "move_flag_from_src")}
+    extra["drop_desc_attrs"] = extra_drop
     r.done()
     if name:
         try:
@@ -66,7 +74,7 @@ def load_insert_spec(value: Any, what: str, errors: Collector, fallback: Loc) ->
     if not typ or not name:
         return None
     return InsertSpec(str(typ), str(name), str(counter), tuple(map(str, inputs)), tuple(map(str, outputs)),
-                      keep_attrs, tuple(set_attrs), tuple(map(str, copy)), r.loc)
+                      keep_attrs, tuple(set_attrs), tuple(map(str, copy)), r.loc, **extra)
 
 
 def port_names(base: tuple[str, ...], count: int) -> list[str]:
@@ -78,10 +86,14 @@ def port_names(base: tuple[str, ...], count: int) -> list[str]:
     return [f"{base[0] if base else 'p'}{i}" for i in range(count)]
 
 
-def clean_desc(src: pb.TensorDescriptor | None, keep: tuple[str, ...] | None) -> pb.TensorDescriptor:
+def clean_desc(src: pb.TensorDescriptor | None, keep: tuple[str, ...] | None,
+               drop: tuple[str, ...] = ()) -> pb.TensorDescriptor:
     d = pb.TensorDescriptor()
     if src is not None:
         d.CopyFrom(src)
+    for k in drop:
+        if k in d.attr:
+            del d.attr[k]
     if keep is not None:
         for k in [k for k in d.attr if k not in keep]:
             del d.attr[k]
@@ -110,8 +122,8 @@ def build_op(ctx, spec: InsertSpec, graph: Graph, descs: list[pb.TensorDescripto
     name = _unique_name(ctx, spec, graph, fields)
     op = pb.OpDef(name=name, type=spec.type)
     for d in descs:
-        op.input_desc.add().CopyFrom(clean_desc(d, spec.keep_desc_attrs))
-        op.output_desc.add().CopyFrom(clean_desc(d, spec.keep_desc_attrs))
+        op.input_desc.add().CopyFrom(clean_desc(d, spec.keep_desc_attrs, spec.drop_desc_attrs))
+        op.output_desc.add().CopyFrom(clean_desc(d, spec.keep_desc_attrs, spec.drop_desc_attrs))
     ins = port_names(spec.inputs, len(descs))
     outs = port_names(spec.outputs, len(descs))
     for prefix, names in (("_input_name", ins), ("_output_name", outs)):
@@ -131,6 +143,22 @@ def build_op(ctx, spec: InsertSpec, graph: Graph, descs: list[pb.TensorDescripto
                     continue
                 op.attr[key].CopyFrom(a)
     return op
+
+
+def apply_neighbour_attrs(op: pb.OpDef, spec: InsertSpec, src: Node | None, dst: Node | None) -> None:
+    """GE CopyAttr: attributes taken from the consumer, flags moved from either side."""
+    if dst is not None:
+        for key in spec.copy_from_dst:
+            if key in dst.op.attr:
+                op.attr[key].CopyFrom(dst.op.attr[key])
+    for side, keys in ((dst, spec.move_flag_from_dst), (src, spec.move_flag_from_src)):
+        if side is None:
+            continue
+        for key in keys:
+            a = side.op.attr[key] if key in side.op.attr else None
+            if a is not None and a.WhichOneof("value") == "b" and a.b:
+                a.b = False
+                op.attr[key].b = True
 
 
 def _unique_name(ctx, spec: InsertSpec, graph: Graph, fields: dict[str, Any]) -> str:

@@ -123,7 +123,7 @@ class Pack:
 def load_pack(path: str | Path | None = None) -> Pack:
     """Load and validate a pack directory (default: the shipped GE pack)."""
     from .resources import default_pack_dir
-    from .algorithms import ALGORITHMS
+    from .algorithms import ALGORITHMS, SECTIONS
 
     root = Path(path) if path is not None else default_pack_dir()
     if root.is_file():
@@ -156,7 +156,7 @@ def load_pack(path: str | Path | None = None) -> Pack:
             errors.error(getattr(doc, "loc", Loc(display_path(f))), "a pack file must be a mapping of sections", "")
             continue
         for key, value in doc.items():
-            known = set(CORE_SECTIONS) | {a.section for a in ALGORITHMS.values()}
+            known = set(CORE_SECTIONS) | {a.section for a in ALGORITHMS.values()} | set(SECTIONS)
             if key not in known:
                 errors.error(doc.key_locs[key], f"unknown section '{key}'", did_you_mean(key, known, "sections"))
                 continue
@@ -176,12 +176,16 @@ def load_pack(path: str | Path | None = None) -> Pack:
 
 
 def _load_sections(pack: Pack, raw: dict, errors: Collector) -> None:
-    from .algorithms import ALGORITHMS
+    from .algorithms import ALGORITHMS, SECTIONS
 
     _load_classes(pack, raw.get("op_classes"), errors)
     _load_ops(pack, raw.get("ops"), raw.get("op_defaults"), errors)
     _load_passes(pack, raw, errors)
     _load_surgery(pack, raw.get("surgery"), errors)
+    for name, load in SECTIONS.items():
+        if name in raw:
+            pack.sections[name] = raw[name]
+            pack.configs[name] = load(raw[name], pack, errors)
     for algo in ALGORITHMS.values():
         if algo.section in raw:
             pack.sections[algo.section] = raw[algo.section]
@@ -310,13 +314,15 @@ def parse_rule_expr(text: Any, loc: Loc, errors: Collector) -> Expr | None:
     """Parse a DSL expression from YAML (`loc` is where the value starts)."""
     if isinstance(text, bool):
         text = "true" if text else "false"
+    elif isinstance(text, int):
+        text = str(text)
     if not isinstance(text, str):
         errors.error(loc, "expected a DSL expression", "write it as a string, e.g. `node is var_like`")
         return None
     start = loc
     raw = getattr(text, "loc", None)
-    if raw is not None and _is_quoted_at(raw):
-        start = raw.shifted(0, 1)
+    if raw is not None:
+        start = _content_start(raw)
     try:
         e = parse_expr(str(text), start)
     except InputError as exc:
@@ -327,15 +333,23 @@ def parse_rule_expr(text: Any, loc: Loc, errors: Collector) -> Expr | None:
     return e
 
 
-def _is_quoted_at(loc: Loc) -> bool:
+def _content_start(loc: Loc) -> Loc:
+    """Where a YAML scalar's text starts: after a quote, or on the line after a
+    literal block indicator (`|`), at that line's indentation."""
     try:
         with open(loc.file, encoding="utf-8") as fh:
-            for i, line in enumerate(fh, 1):
-                if i == loc.line:
-                    return line[loc.col - 1:loc.col] in ("'", '"')
+            lines = fh.read().splitlines()
     except OSError:
-        return False
-    return False
+        return loc
+    if not 0 < loc.line <= len(lines):
+        return loc
+    ch = lines[loc.line - 1][loc.col - 1:loc.col]
+    if ch in ("'", '"'):
+        return loc.shifted(0, 1)
+    if ch == "|" and loc.line < len(lines):
+        nxt = lines[loc.line]
+        return Loc(loc.file, loc.line + 1, len(nxt) - len(nxt.lstrip()) + 1)
+    return loc
 
 
 def load_rules(value: Any, what: str, pack: Pack, errors: Collector, fallback: Loc) -> list[Rule]:
@@ -351,7 +365,7 @@ def load_rules(value: Any, what: str, pack: Pack, errors: Collector, fallback: L
         when_text = r.get("when", (str, bool), None)
         when = parse_rule_expr(when_text, r.value_loc("when"), errors) if when_text is not None \
             else parse_expr("true", r.loc)
-        val = r.get("value", (str, bool), None, required=True)
+        val = r.get("value", (str, bool, int), None, required=True)
         value_expr = parse_rule_expr(val, r.value_loc("value"), errors) if val is not None else None
         doc = r.get("doc", str, "")
         r.done()
@@ -360,6 +374,41 @@ def load_rules(value: Any, what: str, pack: Pack, errors: Collector, fallback: L
         if when is not None and value_expr is not None:
             rules.append(Rule(str(rid), when, value_expr, str(doc), value.item_locs[i]))
     return rules
+
+
+@dataclass(frozen=True, slots=True)
+class FuncDef:
+    """A pack-defined DSL function: `name(params) = body`."""
+
+    name: str
+    params: tuple[str, ...]
+    body: Expr
+    doc: str
+    loc: Loc
+
+
+def load_functions(value: Any, what: str, pack: Pack, errors: Collector, fallback: Loc) -> dict[str, FuncDef]:
+    """`{name: {params: [..], body: EXPR, doc: ..}}`; bodies are checked by the caller's scope."""
+    out: dict[str, FuncDef] = {}
+    if value is None:
+        return out
+    r = Reader(value, what, errors, fallback)
+    for name in list(r.map):
+        f = Reader(r.get(name, dict), f"{what} '{name}'", errors, r.key_loc(name))
+        params = tuple(map(str, str_list(f.get("params", list, [], required=True), f"{what} '{name}': params", errors, f.loc)))
+        text = f.get("body", (str, bool), None, required=True)
+        doc = f.get("doc", str, "")
+        f.done()
+        body = parse_rule_expr(text, f.value_loc("body"), errors) if text is not None else None
+        if body is not None:
+            out[str(name)] = FuncDef(str(name), params, body, str(doc), r.key_loc(name))
+    r.done()
+    return out
+
+
+def function_specs(funcs: dict[str, FuncDef]) -> dict[str, primitives.PrimSpec]:
+    """Arity-only specs so rules calling pack functions can be checked."""
+    return {n: primitives.PrimSpec(n, (len(f.params), len(f.params)), f.doc, lambda ctx: None) for n, f in funcs.items()}
 
 
 def register_rule_id(pack: Pack, rid: str, loc: Loc, errors: Collector) -> None:

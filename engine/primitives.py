@@ -99,7 +99,35 @@ def engine_of(ctx, node) -> str:
 
 
 def _count(x) -> int:
-    return 0 if x is None else len(x)
+    try:
+        return 0 if x is None else len(x)
+    except TypeError:
+        return 0
+
+
+def _flatten(xs) -> list:
+    out = []
+    for x in xs or ():
+        if isinstance(x, (list, tuple)):
+            out.extend(x)
+        elif x is not None:
+            out.append(x)
+    return out
+
+
+def _distinct(xs) -> list:
+    seen, out = set(), []
+    for x in xs or ():
+        if id(x) not in seen:
+            seen.add(id(x))
+            out.append(x)
+    return out
+
+
+def _fail(ctx, message, node=None):
+    from .errors import PassFailure
+    n = _node_of(node)
+    raise PassFailure(ctx.current_pass or "?", str(message), n.name if n is not None else None)
 
 
 def _producer(a):
@@ -184,7 +212,43 @@ GRAPH_PRIMITIVES: dict[str, PrimSpec] = dict([
           lambda ctx: lambda a: None if a is None else a.node.input_name(a.idx)),
     _spec("output_name", (1, 1), "output_name(out_anchor): its port name or none",
           lambda ctx: lambda a: None if a is None else a.node.output_name(a.idx)),
+    _spec("input_index", (2, 2), "input_index(node, port_name): index of the input with that name, or none",
+          lambda ctx: lambda n, name: None if n is None or name is None else n.ports()[0].get(name)),
+    _spec("desc_field", (2, 2), "desc_field(anchor, field): a TensorDescriptor field (reuse_input, size, ...)",
+          lambda ctx: _desc_field),
+    _spec("node_named", (2, 2), "node_named(graph, name): the graph's node of that name, or none",
+          lambda ctx: lambda g, name: None if g is None or name is None else g.find(name)),
+    _spec("first", (1, 1), "first(list): its first element, or none", lambda ctx: lambda l: l[0] if l else None),
+    _spec("option_true", (1, 1), 'option_true(key): the option is "1" or "true"',
+          lambda ctx: lambda k: str(ctx.options.get(k, "")).lower() in ("1", "true")),
+    _spec("graph_attr_true", (2, 2), "graph_attr_true(graph, key): bool graph attribute set to true",
+          lambda ctx: _graph_attr_true),
+    _spec("root_graph", (0, 0), "root_graph(): the model's root graph", lambda ctx: lambda: ctx.model.root),
+    _spec("flatten", (1, 1), "flatten(lists): one list of the elements of a list of lists", lambda ctx: _flatten),
+    _spec("distinct", (1, 1), "distinct(list): without repeats, first occurrence order", lambda ctx: _distinct),
+    _spec("rest", (1, 1), "rest(list): all but the first element", lambda ctx: lambda l: list(l or [])[1:]),
+    _spec("producers", (1, 1), "producers(node): the out-anchors feeding its inputs, in input order",
+          lambda ctx: lambda n: [] if _node_of(n) is None else [a.peer for a in _node_of(n).ins if a.peer is not None]),
+    _spec("fail", (1, 2), "fail(message[, node]): stop the pass as GE does (exit status 1)",
+          lambda ctx: lambda m, n=None: _fail(ctx, m, n)),
 ])
+
+
+def _desc_field(anchor, name):
+    d = None if anchor is None else anchor.desc
+    if d is None or name not in _DESC_FIELDS:
+        return None
+    return getattr(d, name)
+
+
+_DESC_FIELDS = frozenset({"reuse_input", "reuse_input_index", "size", "data_offset", "real_dim_cnt", "layout",
+                          "weight_size", "output_tensor", "input_tensor", "device_type"})
+
+
+def _graph_attr_true(graph, key):
+    if graph is None or key not in graph.proto.attr:
+        return False
+    return attr_value(graph.proto.attr[key]) is True
 
 
 def placeholder_functions(extra: dict[str, PrimSpec] | None = None) -> dict[str, Primitive]:

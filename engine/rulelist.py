@@ -17,7 +17,7 @@ def compile_rules(compiler: Compiler, rules: list[Rule], params: tuple[str, ...]
     lines.append("    return (None, -1)")
     ns = compiler.namespace()
     exec("\n".join(lines) + "\n", ns)  # noqa: S102 - generated from parsed rules only
-    return ns["_rules"]
+    return ns.pop("_rules")
 
 
 def check_rules(compiler: Compiler, rules: list[Rule], params: tuple[str, ...]) -> None:

@@ -23,6 +23,14 @@ class Algorithm:
 
 
 ALGORITHMS: dict[str, Algorithm] = {}
+# pack sections shared by several algorithms (e.g. `symbols`): name → load(value, pack, errors)
+SECTIONS: dict[str, Callable[..., Any]] = {}
+
+
+def register_section(name: str, load: Callable[..., Any]) -> None:
+    if name in SECTIONS:
+        raise RuntimeError(f"section {name} registered twice")
+    SECTIONS[name] = load
 
 
 def register(algo: Algorithm) -> None:
@@ -32,3 +40,6 @@ def register(algo: Algorithm) -> None:
 
 
 from . import rw  # noqa: E402,F401  (registers itself)
+from . import layout  # noqa: E402,F401
+from .. import symbols  # noqa: E402,F401  (registers the `symbols` section)
+from . import lint  # noqa: E402,F401

@@ -133,6 +133,31 @@ def cmd_pipeline(args) -> int:
     return 0
 
 
+def cmd_symbols(args) -> int:
+    import json
+
+    from .context import RunContext
+    from .pack import load_pack
+    from .symbols import symbol_builder
+
+    pack = load_pack(args.rules)
+    model, options = load_graph(args.graph, pack)
+    ctx = RunContext(pack, model, options)
+    graph = model.graphs.get(args.graph_name) if args.graph_name else model.root
+    if graph is None:
+        from .errors import did_you_mean
+        raise InputError(Problem(Loc("--graph"), f"no graph named '{args.graph_name}'", did_you_mean(args.graph_name, model.graphs, "graphs")))
+    table = symbol_builder(ctx).build(model, graph)
+    data = table.to_json()
+    if args.json:
+        print(json.dumps({"graph": graph.name, "symbols": data}, indent=2))
+    else:
+        print(f"{len(data)} symbol(s) in {graph.name} (with nested subgraphs)")
+        for name, anchors in data.items():
+            print(f"  {name}: {', '.join(anchors)}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="memconflict", description="Find and fix memory conflicts in GE graphs, by rule packs.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -162,6 +187,13 @@ def build_parser() -> argparse.ArgumentParser:
     rs = rsub.add_parser("show", help="print a pack's tables")
     rs.add_argument("pack", nargs="?")
     rs.set_defaults(func=cmd_rules_show)
+
+    sy = sub.add_parser("symbols", help="print the memory symbols (GE GetRefMapping) of a graph")
+    sy.add_argument("graph")
+    sy.add_argument("--graph", dest="graph_name", metavar="NAME", help="a subgraph to start from (default: root)")
+    sy.add_argument("--json", action="store_true")
+    sy.add_argument("--rules", metavar="DIR")
+    sy.set_defaults(func=cmd_symbols)
 
     pl = sub.add_parser("pipeline", help="print the resolved pass order with stages and gates")
     pl.add_argument("pack", nargs="?")

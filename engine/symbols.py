@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .algorithms import register_section
+from .registry import register_section
 from .dsl import Compiler, Expr, Scope
 from .errors import Collector, Loc
 from .graph import Graph, InAnchor, Model, Node, OutAnchor

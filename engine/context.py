@@ -85,6 +85,7 @@ class RunContext:
     counters: dict[str, int] = field(default_factory=dict)
     pass_runs: list[PassRun] = field(default_factory=list)
     current_pass: str = ""
+    extras: dict = field(default_factory=dict)     # results passes hand on (e.g. the final symbol table)
 
     def next_count(self, counter: str) -> int:
         n = self.counters.get(counter, 0)

@@ -14,6 +14,9 @@ Expectation keys (all optional except `passes`):
   attr: {n: {key: value|absent}}
   producer_desc: {"n:i": {reuse_input: b, reuse_input_index: k, absent_attrs: [..]}}
   rerun_inserted: N              a second run on the output inserts N nodes
+  desc: {"n:in:i" | "n:out:i": {field: value}}   TensorDescriptor fields (reuse_input, data_offset, ...)
+  symbol_count / anchor_count: N  size of the symbol table a pass left in ctx.extras["symbols"]
+  symbol_of: {"n:out:i": name}   symbol_size: {name: N}
   diagnostics: [codes]
 """
 from __future__ import annotations
@@ -106,5 +109,23 @@ def check_expectations(ctx, expect, status) -> None:
                 assert d.reuse_input_index == spec["reuse_input_index"]
             for key in spec.get("absent_attrs", []):
                 assert key not in d.attr, f"{key} still on {src.node.name}"
+    for ref, fields in (expect.get("desc") or {}).items():
+        name, side, idx = ref.rsplit(":", 2)
+        node = find(model, name)
+        d = (node.op.input_desc if side == "in" else node.op.output_desc)[int(idx)]
+        for field, want in fields.items():
+            assert getattr(d, field) == want, f"{ref}.{field} = {getattr(d, field)}, expected {want}"
+    table = ctx.extras.get("symbols")
+    if "symbol_count" in expect:
+        assert len(table.anchors) == expect["symbol_count"], table.to_json()
+    if "anchor_count" in expect:
+        assert len(table.of) == expect["anchor_count"], table.to_json()
+    for ref, want in (expect.get("symbol_of") or {}).items():
+        name, side, idx = ref.rsplit(":", 2)
+        node = find(model, name)
+        a = (node.ins if side == "in" else node.outs)[int(idx)]
+        assert table.of.get(a) == want, f"{ref} in symbol {table.of.get(a)}"
+    for sym, n in (expect.get("symbol_size") or {}).items():
+        assert len(table.anchors[sym]) == n, table.to_json()
     if "diagnostics" in expect:
         assert [d.code for d in ctx.diagnostics] == list(expect["diagnostics"])

@@ -6,4 +6,5 @@ from ..registry import ALGORITHMS, SECTIONS, Algorithm, register, register_secti
 from .. import symbols  # noqa: E402,F401  (registers the `symbols` section)
 from . import rw  # noqa: E402,F401
 from . import layout  # noqa: E402,F401
+from . import inplace  # noqa: E402,F401
 from . import lint  # noqa: E402,F401

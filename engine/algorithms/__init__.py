@@ -7,4 +7,5 @@ from .. import symbols  # noqa: E402,F401  (registers the `symbols` section)
 from . import rw  # noqa: E402,F401
 from . import layout  # noqa: E402,F401
 from . import inplace  # noqa: E402,F401
+from . import variables  # noqa: E402,F401
 from . import lint  # noqa: E402,F401

@@ -19,6 +19,7 @@ there is no fixed-point iteration (a second run inserts nothing because of
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -287,6 +288,7 @@ class LayoutPass:
         self.table: SymbolTable | None = None
         self.graph: Graph | None = None
         self.marks: dict[Any, list[str]] = {}
+        self._active_cache: dict = {}
         consts = {a: a for a in cfg.attributes}
         own = {
             "marks": lambda a: self.marks.get(a, []),
@@ -393,41 +395,73 @@ class LayoutPass:
             out.append(default)
         return out
 
+    def _active(self, ma: tuple, mb: tuple) -> bool:
+        """Whether any attribute pair of two mark lists leads to a check (cached)."""
+        key = (ma, mb)
+        hit = self._active_cache.get(key)
+        if hit is None:
+            cfg = self.cfg
+            hit = False
+            for ta in ma:
+                for tb in mb:
+                    if ta in cfg.wildcard or tb in cfg.wildcard:
+                        continue
+                    pair = frozenset((ta, tb))
+                    if pair in cfg.abs_no_conflict:
+                        continue
+                    if pair in cfg.abs_conflict or pair in cfg.registrations:
+                        hit = True
+            self._active_cache[key] = hit
+        return hit
+
+    def _pairs(self, anchors: list):
+        """The pairs (i < j) in GE's order, leaving out pairs whose attributes can
+        never lead to a check. Note [pair pruning]: a symbol with thousands of plain
+        readers would otherwise cost O(k²) predicate calls for nothing."""
+        keys = [tuple(self.marks.get(a, ())) for a in anchors]
+        buckets: dict[tuple, list[int]] = {}
+        for i, k in enumerate(keys):
+            buckets.setdefault(k, []).append(i)
+        for i, ki in enumerate(keys):
+            js: list[int] = []
+            for kb, idxs in buckets.items():
+                if self._active(ki, kb) or self._active(kb, ki):
+                    js.extend(idxs[bisect_right(idxs, i):])
+            if js:
+                js.sort()
+                for j in js:
+                    yield i, j
+
     def find_conflicts(self, anchors: list) -> dict:
         """FindConflictNodes: anchor → the first (checker, pair) that selected it."""
         result: dict = {}
         visit: set = set()
         cfg = self.cfg
-        for i in range(len(anchors)):
-            a = anchors[i]
-            ma = self.marks.get(a, ())
-            for j in range(i + 1, len(anchors)):
-                b = anchors[j]
-                if self.f_skip_pair(a, b, anchors, self.graph):
+        for i, j in self._pairs(anchors):
+            a, b = anchors[i], anchors[j]
+            if self.f_skip_pair(a, b, anchors, self.graph):
+                continue
+            for ta in self.marks.get(a, ()):
+                if ta in cfg.wildcard:
                     continue
-                mb = self.marks.get(b, ())
-                for ta in ma:
-                    if ta in cfg.wildcard:
+                for tb in self.marks.get(b, ()):
+                    if tb in cfg.wildcard:
                         continue
-                    for tb in mb:
-                        if tb in cfg.wildcard:
+                    pair = frozenset((ta, tb))
+                    if pair in cfg.abs_no_conflict:
+                        continue
+                    if pair in cfg.abs_conflict:
+                        self._check(cfg.absolute_checker, a, b, anchors, result, ta, tb, "absolute conflict",
+                                    cfg.abs_conflict[pair])
+                        continue
+                    reg = cfg.registrations.get(pair)
+                    if reg is None:
+                        continue
+                    if cfg.checkers[reg.checker].per_symbol:
+                        if pair in visit:
                             continue
-                        pair = frozenset((ta, tb))
-                        if pair in cfg.abs_no_conflict:
-                            continue
-                        if pair in cfg.abs_conflict:
-                            self._check(cfg.absolute_checker, a, b, anchors, result, ta, tb, "absolute conflict",
-                                        cfg.abs_conflict[pair])
-                            continue
-                        reg = cfg.registrations.get(pair)
-                        if reg is None:
-                            continue
-                        checker = cfg.checkers[reg.checker]
-                        if checker.per_symbol:
-                            if pair in visit:
-                                continue
-                            visit.add(pair)
-                        self._check(reg.checker, a, b, anchors, result, ta, tb, "registered", reg.loc)
+                        visit.add(pair)
+                    self._check(reg.checker, a, b, anchors, result, ta, tb, "registered", reg.loc)
         return result
 
     def _check(self, name, a, b, anchors, result, ta, tb, how, loc) -> None:

@@ -66,3 +66,44 @@ def test_matrix_cell_flip_changes_the_decision(tmp_path):
         ctx = RunContext(pack, model, opts)
         run_passes(ctx, resolve_passes(pack, ["mem_rw_conflict"], opts))
         assert len(ctx.insertions) == want
+
+
+LAYOUT_ADDITION = """
+    pinned_to_collective:
+      doc: a host-pinned buffer must not be handed to a collective directly
+      body: if a.is_out then [b] else [a]
+"""
+MARK = """    - attr: HOST_PINNED_OUTPUT
+      when: attr_true(node, "_host_pinned")
+"""
+REG = """    - {a: HOST_PINNED_OUTPUT, b: UNSUPPORTED_ADDRESS_REFRESH_OPERATOR_INPUT, checker: pinned_to_collective}
+"""
+
+
+def test_new_anchor_attribute_checker_and_registration_by_rule_edit(tmp_path):
+    pack_dir = tmp_path / "pack"
+    shutil.copytree(default_pack_dir(), pack_dir)
+    f = pack_dir / "layout.yaml"
+    text = f.read_text()
+    text = text.replace("NORMAL_INPUT, NORMAL_OUTPUT]", "NORMAL_INPUT, NORMAL_OUTPUT, HOST_PINNED_OUTPUT]", 1)
+    text = text.replace("  output_default: NORMAL_OUTPUT\n", MARK + "  output_default: NORMAL_OUTPUT\n", 1)
+    text = text.replace("  checkers:\n", "  checkers:\n" + LAYOUT_ADDITION, 1)
+    text = text.replace("  registrations:\n", "  registrations:\n" + REG, 1)
+    f.write_text(text)
+    g = tmp_path / "g.yaml"
+    g.write_text("graphs:\n  root:\n    nodes:\n"
+                 "      pinned: {type: Relu, attrs: {_host_pinned: true}}\n"
+                 "      hcom: {type: HcomAllReduce, inputs: 1, outputs: 1}\n"
+                 "      out: {type: Relu, inputs: 1, outputs: 1}\n"
+                 "    edges: [pinned -> hcom, hcom -> out]\n")
+    for pack, want in ((load_pack(), []), (load_pack(pack_dir), ["identity_0_hcom_MemLayoutConflict_0"])):
+        model, opts = load_yaml_graph(g, pack)
+        ctx = RunContext(pack, model, opts)
+        run_passes(ctx, resolve_passes(pack, ["mem_layout_conflict"], opts))
+        assert [i.name for i in ctx.insertions] == want
+    ins = ctx.insertions[0]
+    assert ins.rule == "layout/pinned_to_collective"
+    assert ins.reason["pair"] in ("HOST_PINNED_OUTPUT × UNSUPPORTED_ADDRESS_REFRESH_OPERATOR_INPUT",
+                                  "UNSUPPORTED_ADDRESS_REFRESH_OPERATOR_INPUT × HOST_PINNED_OUTPUT")
+    assert ins.consumers == ("hcom:0",)
+    assert str(ins.rule_loc).startswith(str(pack_dir.name)) or "layout.yaml" in str(ins.rule_loc)

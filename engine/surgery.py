@@ -224,6 +224,12 @@ def topo_sort(graph: Graph, assign_ids: bool = True) -> list[Node] | None:
     return out
 
 
+def topo_sort_model(model) -> None:
+    """GE ComputeGraph::TopologicalSorting on the root: the root, then every subgraph."""
+    for g in [model.root] + model.all_subgraphs():
+        topo_sort(g)
+
+
 def successors(n: Node) -> list[Node]:
     """Data and control successors of n, with repeats (one per edge)."""
     out = [p.node for o in n.outs for p in o.peers]

@@ -47,9 +47,9 @@ def test_report_is_byte_identical_across_runs(tmp_path, capsys):
     assert oa.read_bytes() == ob.read_bytes()
 
 
-def test_real_dump_default_pipeline_round_trips(tmp_path, capsys):
+def test_real_dump_rw_pass_round_trips(tmp_path, capsys):
     out = tmp_path / "o.txt"
-    code, stdout, _ = run(["run", RESNET, "--out", out, "--quiet"], capsys)
+    code, stdout, _ = run(["run", RESNET, "--passes", "mem_rw_conflict", "--out", out, "--quiet"], capsys)
     assert code == 0 and stdout == ""
     assert out.read_bytes() == RESNET.read_bytes()   # nothing to isolate in an inference graph
 

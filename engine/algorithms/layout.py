@@ -364,12 +364,12 @@ class LayoutPass:
             targets = self.targets()
         if not targets:
             return
-        surgery.topo_sort(self.ctx.model.root)
+        surgery.topo_sort_model(self.ctx.model)
         if self.cfg.ctrl is not None:
             ctrl = CtrlNodeConflict(self)
             for g in targets:
                 ctrl.solve(g)
-        surgery.topo_sort(self.ctx.model.root)
+        surgery.topo_sort_model(self.ctx.model)
         for g in targets:
             self.process(g)
 

@@ -184,3 +184,57 @@ def test_not_a_pack(tmp_path):
 def test_bad_schema_version(pack_copy):
     edit(pack_copy / "pack.yaml", "schema_version: 1", "schema_version: 7")
     assert "unsupported schema_version 7" in errors_of(pack_copy)
+
+
+# ---- layout pack errors (issue 3) --------------------------------------------------
+def test_registration_unknown_attribute_and_checker(pack_copy):
+    f = pack_copy / "layout.yaml"
+    edit(f, "{a: RTS_SPECIAL_TYPE_INPUT, b: RTS_SPECIAL_TYPE_INPUT, checker: rts_in_in}",
+         "{a: RTS_SPECIAL_TYPE_INPUTT, b: RTS_SPECIAL_TYPE_INPUT, checker: rts_in_inn}")
+    msg = errors_of(pack_copy)
+    line = line_of(f, "RTS_SPECIAL_TYPE_INPUTT")
+    assert f"pack/layout.yaml:{line}:7: error: registration 21: unknown attribute 'RTS_SPECIAL_TYPE_INPUTT'" in msg
+    assert "did you mean 'RTS_SPECIAL_TYPE_INPUT'?" in msg
+    assert "error: registration 21: unknown checker 'rts_in_inn'" in msg and "did you mean 'rts_in_in'?" in msg
+
+
+def test_pair_both_absolute_and_registered(pack_copy):
+    f = pack_copy / "layout.yaml"
+    edit(f, "    - [USER_MEMORY_INPUT, RTS_SPECIAL_TYPE_INPUT]\n",
+         "    - [USER_MEMORY_INPUT, RTS_SPECIAL_TYPE_INPUT]\n    - [USER_MEMORY_INPUT, CONTINUOUS_INPUT]\n")
+    msg = errors_of(pack_copy)
+    assert ("error: pair USER_MEMORY_INPUT × CONTINUOUS_INPUT is registered and also listed as absolute conflict"
+            in msg)
+    assert "remove one of them" in msg
+
+
+def test_checker_with_bad_dsl_and_unknown_primitive(pack_copy):
+    f = pack_copy / "layout.yaml"
+    edit(f, "body: if memory_type(a) == memory_type(b) then [] else if a.is_out then [a] else [b]",
+         "body: if memory_typ(a) == memory_type(b) then [] else if a.is_out then [a] else [b]")
+    edit(f, "body: producer_side_outputs(distinct([x.node for x in symbol if nopadding_out(x.node)]))",
+         "body: producer_side_outputs(distinct([x.node for x in symbol if]))")
+    msg = errors_of(pack_copy)
+    assert "error: unknown function 'memory_typ'" in msg and "did you mean 'memory_type'?" in msg
+    line = line_of(f, "for x in symbol if]))")
+    assert f"pack/layout.yaml:{line}:" in msg and "expression syntax: unexpected ']'" in msg
+
+
+def test_registered_twice(pack_copy):
+    f = pack_copy / "layout.yaml"
+    edit(f, "    - {a: RTS_SPECIAL_TYPE_INPUT, b: RTS_SPECIAL_TYPE_OUTPUT, checker: rts_in_out}\n",
+         "    - {a: RTS_SPECIAL_TYPE_INPUT, b: RTS_SPECIAL_TYPE_OUTPUT, checker: rts_in_out}\n"
+         "    - {a: RTS_SPECIAL_TYPE_OUTPUT, b: RTS_SPECIAL_TYPE_INPUT, checker: rts_out_out}\n")
+    msg = errors_of(pack_copy)
+    assert "error: pair RTS_SPECIAL_TYPE_OUTPUT × RTS_SPECIAL_TYPE_INPUT is registered twice" in msg
+    assert "first registered at pack/layout.yaml:" in msg
+
+
+def test_default_pack_has_the_55_registrations():
+    cfg = load_pack().configs["layout_conflict"]
+    assert len(cfg.registrations) == 55
+    assert len({r.checker for r in cfg.registrations.values()}) == 24
+    assert sum(1 for c in cfg.checkers.values() if c.per_symbol) == 4   # 6 registrations call them per symbol
+    assert sum(1 for r in cfg.registrations.values() if cfg.checkers[r.checker].per_symbol) == 6
+    assert len(cfg.abs_conflict) == 10 and len(cfg.abs_no_conflict) == 3
+    assert len(cfg.attributes) == 14

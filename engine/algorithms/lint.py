@@ -127,7 +127,7 @@ class _Original:
 
 
 def _has_subgraphs(node: Node) -> bool:
-    return any(g is not None for g in node.subgraphs)
+    return bool(node.subgraphs) and any(g is not None for g in node.subgraphs)
 
 
 def _preds(node: Node) -> list[Node]:
@@ -158,11 +158,19 @@ class GraphLint:
         self.rw: dict[Node, list[str]] = {}                       # node → type per input
         self.set_by: dict[tuple[Node, int], tuple[InAnchor, Node]] = {}   # parent input → inner input, source
         self.reach: dict[Graph, _Reach] = {}
+        self.originals: dict[str, _Original] = {}       # one view per original type
 
     def fail(self, message: str, node: Node | None = None) -> PassFailure:
         return PassFailure(self.spec.id, message, node.name if node is not None else None)
 
     def verify(self, root: Graph) -> None:
+        """GE stops at the first conflict and reports it."""
+        found = next(self.conflicts(root), None)
+        if found is not None:
+            self.report(*found)
+
+    def conflicts(self, root: Graph):
+        """Every shared output with a conflict, in GE's order: (graph, output, writer, other, kind)."""
         graphs: list[Graph] = []
         self.sort(root, graphs)
         self.mark(root)
@@ -172,8 +180,7 @@ class GraphLint:
                     if len(o.peers) >= 2:
                         found = self.check_output(g, o)
                         if found is not None:
-                            self.report(g, o, *found)
-                            return
+                            yield (g, o, *found)
 
     # ---- TopologicalSorting ------------------------------------------------------
     def sort(self, g: Graph, graphs: list[Graph]) -> None:
@@ -237,9 +244,11 @@ class GraphLint:
 
     def mark_single(self, node: Node) -> list[str]:
         op_type = self.f_original(node)
-        if not isinstance(op_type, str):
+        if type(op_type) is not str:
             raise self.fail("its original type cannot be read (graph_lint.original_type gives none)", node)
-        original = _Original(op_type)
+        original = self.originals.get(op_type)
+        if original is None:
+            original = self.originals[op_type] = _Original(op_type)
         types = []
         for a in node.ins:
             value, _ = self.f_input(node, a, original)
@@ -309,15 +318,22 @@ class GraphLint:
         return None
 
     def build_reach(self, g: Graph) -> "_Reach":
-        queried = set()
+        """Pairs that may be asked about: a writer with every other writer or reader of one output."""
+        partners: dict[Node, set[Node]] = {}
         for n in self.orders[g]:
             for o in n.outs:
                 if len(o.peers) < 2:
                     continue
                 types = [self.known_type(p) for p in o.peers]
-                if self.W in types:
-                    queried.update(p.node for p, t in zip(o.peers, types) if t == self.W or t == self.RO)
-        self.reach[g] = _Reach(self.orders[g], self.pos, queried, self.cfg.control_edges)
+                writers = {p.node for p, t in zip(o.peers, types) if t == self.W}
+                if not writers:
+                    continue
+                readers = {p.node for p, t in zip(o.peers, types) if t == self.RO}
+                for w in writers:
+                    partners.setdefault(w, set()).update(writers, readers)
+                for r in readers:
+                    partners.setdefault(r, set()).update(writers)
+        self.reach[g] = _Reach(self.orders[g], self.pos, partners, self.cfg.control_edges)
         return self.reach[g]
 
     # ---- the diagnostic ---------------------------------------------------------------
@@ -355,37 +371,31 @@ def _port(a: InAnchor) -> str:
 
 
 class _Reach:
-    """Which of the queried nodes of one graph reach which (a slice of GE's ConnectionMatrix).
+    """Which asked-about pairs of one graph's nodes are ordered (a slice of GE's ConnectionMatrix).
 
     Note [reachability]: GE fills an N×N bit matrix per graph: in topological order, a
     node's row is its own bit OR the rows of its data and control predecessors (a
-    predecessor later in the order, i.e. a loop back edge, adds nothing). Only the
-    consumers of shared outputs that have a writer are ever asked about, so only they get
-    a bit; a sweep from the first of them to the last carries their bits forward as
-    Python ints, CHUNK sources per sweep. Each queried node keeps the bits that reach it.
+    predecessor later in the order, i.e. a loop back edge, adds nothing). Only consumers
+    of shared outputs that have a writer are ever asked about, so only they get a bit: a
+    sweep in topological order carries the bits of the earlier node of each pair forward
+    as Python ints, CHUNK sources per sweep, and each source then reads its bit in the
+    rows of its later partners. What is kept is the set of connected (earlier, later) pairs.
     """
 
-    def __init__(self, order: list[Node], pos: dict[Node, int], queried: set, control: bool):
-        nodes = sorted(queried, key=pos.__getitem__)
-        self.index = {n: i for i, n in enumerate(nodes)}
-        self.bits = dict.fromkeys(nodes, 0)
-        if not nodes:
-            return
-        last = pos[nodes[-1]]
-        for start in range(0, len(nodes), CHUNK):
-            chunk = nodes[start:start + CHUNK]
-            own = {n: 1 << i for i, n in enumerate(chunk)}
-            rows = _sweep(order[pos[chunk[0]]:last + 1], own, control)
-            for n in nodes:
-                row = rows.get(n)
-                if row:
-                    self.bits[n] |= row << start
+    def __init__(self, order: list[Node], pos: dict[Node, int], partners: dict[Node, set], control: bool):
+        self.linked: set[tuple[Node, Node]] = set()
+        later = {a: [b for b in bs if pos[b] > pos[a]] for a, bs in partners.items()}
+        sources = sorted((a for a, bs in later.items() if bs), key=pos.__getitem__)
+        for start in range(0, len(sources), CHUNK):
+            chunk = sources[start:start + CHUNK]
+            last = max(pos[b] for a in chunk for b in later[a])
+            rows = _sweep(order[pos[chunk[0]]:last + 1], {a: 1 << i for i, a in enumerate(chunk)}, control)
+            for i, a in enumerate(chunk):
+                self.linked.update((a, b) for b in later[a] if rows.get(b, 0) >> i & 1)
 
     def connected(self, a: Node, b: Node) -> bool:
         """GE IsConnected in either direction; a node is connected to itself."""
-        if a is b:
-            return True
-        return bool((self.bits[b] >> self.index[a]) & 1 or (self.bits[a] >> self.index[b]) & 1)
+        return a is b or (a, b) in self.linked or (b, a) in self.linked
 
 
 def _sweep(nodes: list[Node], own: dict[Node, int], control: bool) -> dict[Node, int]:

@@ -15,6 +15,9 @@ Expectation keys (all optional except `passes`):
   producer_desc: {"n:i": {reuse_input: b, reuse_input_index: k, absent_attrs: [..]}}
   rerun_inserted: N              a second run on the output inserts N nodes
   desc: {"n:in:i" | "n:out:i": {field: value}}   TensorDescriptor fields (reuse_input, data_offset, ...)
+  given_desc: {"n:in:i" | "n:out:i": {field: value}}   set TensorDescriptor fields before the passes run
+                                 (fields the YAML graph format cannot express, e.g. data_offset)
+  producer_attr: {"n:i": {key: value|absent}}   attributes of the node feeding input i of n
   symbol_count / anchor_count: N  size of the symbol table a pass left in ctx.extras["symbols"]
   symbol_of: {"n:out:i": name}   symbol_size: {name: N}
   diagnostics: [codes]
@@ -44,6 +47,12 @@ def run_case(path: Path, pack=None, passes=None, extra_options=None):
     model, options = load_yaml_graph(path, pack)
     options.update(extra_options or {})
     expect = load_yaml(path).get("expect") or {}
+    for ref, fields in (expect.get("given_desc") or {}).items():
+        name, side, idx = ref.rsplit(":", 2)
+        node = find(model, name)
+        d = (node.op.input_desc if side == "in" else node.op.output_desc)[int(idx)]
+        for field, value in fields.items():
+            setattr(d, field, value)
     ids = passes or list(expect.get("passes") or [])
     ctx = RunContext(pack, model, options)
     check_graph(ctx)
@@ -100,6 +109,15 @@ def check_expectations(ctx, expect, status) -> None:
                 assert key not in node.op.attr, f"{name} has {key}"
             else:
                 assert attr_value(node.attr(key)) == want, f"{name}.{key} = {attr_value(node.attr(key))}"
+    for ref, attrs in (expect.get("producer_attr") or {}).items():
+        src = anchor(model, ref).peer
+        assert src is not None, f"{ref} has no producer"
+        for key, want in attrs.items():
+            if want == "absent":
+                assert key not in src.node.op.attr, f"{src.node.name} has {key}"
+            else:
+                got = attr_value(src.node.attr(key))
+                assert got == want, f"{src.node.name}.{key} = {got}"
     for ref, spec in (expect.get("producer_desc") or {}).items():
         src = anchor(model, ref).peer
         for d in (src.node.op.input_desc[0], src.desc):

@@ -225,9 +225,14 @@ def topo_sort(graph: Graph, assign_ids: bool = True) -> list[Node] | None:
 
 
 def topo_sort_model(model) -> None:
-    """GE ComputeGraph::TopologicalSorting on the root: the root, then every subgraph."""
+    """GE ComputeGraph::TopologicalSorting on the root: sort the root and every
+    subgraph, then number all nodes 0..n-1 in GetAllNodes order (one numbering for
+    the whole model, so ids compare across graphs)."""
     for g in [model.root] + model.all_subgraphs():
-        topo_sort(g)
+        topo_sort(g, assign_ids=False)
+    for i, n in enumerate(model.all_nodes()):
+        if n.op.id != i:
+            n.op.id = i
 
 
 def successors(n: Node) -> list[Node]:

@@ -115,6 +115,9 @@ def _desc(d: pb.TensorDescriptor, spec: Any, defaults: dict, what: str, errors: 
     size = r.get("size", int)
     if size is not None:
         d.size = size
+    offset = r.get("data_offset", int)
+    if offset is not None:
+        d.data_offset = offset
     if r.get("reuse_input", bool, False):
         d.reuse_input = True
     idx = r.get("reuse_input_index", int)

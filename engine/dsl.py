@@ -478,11 +478,15 @@ class Compiler:
             self._ns = ns
         return self._ns
 
-    def define(self, name: str, params: tuple[str, ...], body: Expr) -> None:
-        """Compile a pack-defined function; it is callable as `name(...)` from later code."""
+    def define(self, name: str, params: tuple[str, ...], body: Expr, memo: bool = False) -> None:
+        """Compile a pack-defined function; it is callable as `name(...)` from later code.
+        With `memo`, results are cached by argument identity for this compiler's life."""
         src = self.source(body, params)
         args = ", ".join("v_" + p for p in params)
-        exec(f"def f_{name}({args}):\n    return {src}\n", self.namespace())  # noqa: S102
+        ns = self.namespace()
+        exec(f"def f_{name}({args}):\n    return {src}\n", ns)  # noqa: S102
+        if memo:
+            ns["f_" + name] = _memoised(ns["f_" + name])
 
     def _py(self, e: Expr, names: set[str]) -> str:
         py = self._py
@@ -568,6 +572,17 @@ class Compiler:
         ns = self.namespace()
         exec(f"def _f({args}):\n    return {body}\n", ns)  # noqa: S102 - generated from parsed rules only
         return ns.pop("_f")
+
+
+def _memoised(fn: Callable) -> Callable:
+    cache: dict = {}
+
+    def call(*args):
+        key = tuple(id(a) for a in args)
+        if key not in cache:
+            cache[key] = (fn(*args), args)       # keep args alive so ids stay unique
+        return cache[key][0]
+    return call
 
 
 class _runtime:

@@ -385,6 +385,7 @@ class FuncDef:
     body: Expr
     doc: str
     loc: Loc
+    memo: bool = False       # results cached per pass run (for functions of graph-level facts)
 
 
 def load_functions(value: Any, what: str, pack: Pack, errors: Collector, fallback: Loc) -> dict[str, FuncDef]:
@@ -398,10 +399,11 @@ def load_functions(value: Any, what: str, pack: Pack, errors: Collector, fallbac
         params = tuple(map(str, str_list(f.get("params", list, [], required=True), f"{what} '{name}': params", errors, f.loc)))
         text = f.get("body", (str, bool), None, required=True)
         doc = f.get("doc", str, "")
+        memo = f.get("memo", bool, False)
         f.done()
         body = parse_rule_expr(text, f.value_loc("body"), errors) if text is not None else None
         if body is not None:
-            out[str(name)] = FuncDef(str(name), params, body, str(doc), r.key_loc(name))
+            out[str(name)] = FuncDef(str(name), params, body, str(doc), r.key_loc(name), bool(memo))
     r.done()
     return out
 

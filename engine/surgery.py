@@ -198,6 +198,13 @@ def topo_sort(graph: Graph, assign_ids: bool = True) -> list[Node] | None:
     """
     order = graph.node_list()
     pos = {n: i for i, n in enumerate(order)}
+    if all(pos.get(s, i + 1) > i for i, n in enumerate(order) for s in successors(n)):
+        out = order                      # already sorted: Kahn's with this tie-break keeps it
+        if assign_ids:
+            for i, n in enumerate(out):
+                if n.op.id != i:
+                    n.op.id = i
+        return out
     indeg = {n: 0 for n in order}
     for n in order:
         for s in successors(n):

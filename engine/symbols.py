@@ -109,11 +109,17 @@ class SymbolBuilder:
         self.f_rfi = compile_rules(comp, cfg.ref_from_input, ("node", "anchor"))
         self.f_rfo = compile_rules(comp, cfg.ref_from_other, ("node", "anchor"))
         self.p = {k: comp.function(e, ("node",)) for k, e in cfg.predicates.items()}
+        self._rfi: dict = {}
 
     def ref_from_input(self, out: OutAnchor) -> int | None:
-        """GE IsRefFromInput: the input index this output aliases, or None."""
+        """GE IsRefFromInput: the input index this output aliases, or None (memoised:
+        an output's alias does not change when nodes are inserted around it)."""
+        if out in self._rfi:
+            return self._rfi[out]
         k, _ = self.f_rfi(out.node, out)
-        return k if isinstance(k, int) and not isinstance(k, bool) else None
+        k = k if isinstance(k, int) and not isinstance(k, bool) else None
+        self._rfi[out] = k
+        return k
 
     def ref_from_other(self, out: OutAnchor) -> OutAnchor | None:
         a, _ = self.f_rfo(out.node, out)

@@ -164,10 +164,7 @@ class InplacePass:
         lp.graph, lp.table = graph, single
         lp.marks = {}
         for n in {id(a.node): a.node for a in anchors}.values():
-            for a in n.ins:
-                lp.marks[a] = lp._mark(lp.f_in_marks, n, a, graph, lp.cfg.input_default)
-            for a in n.outs:
-                lp.marks[a] = lp._mark(lp.f_out_marks, n, a, graph, lp.cfg.output_default)
+            lp.mark_node(n, graph)
         return bool(lp.find_conflicts(anchors))
 
     def ctrl_conflict(self, graph: Graph) -> bool:

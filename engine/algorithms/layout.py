@@ -305,10 +305,11 @@ class LayoutPass:
         prims = bound_functions(ctx, {**LAYOUT_PRIMS, **fn_specs}, {**own, **{n: _late for n in fn_specs}})
         self.comp = Compiler(Scope(CHECK_VARS + MARK_VARS, consts, ctx.pack.class_sets(), prims), Collector())
         for f in cfg.functions.values():
-            self.comp.define(f.name, f.params, f.body)
+            self.comp.define(f.name, f.params, f.body, f.memo)
         fn = self.comp.function
-        self.f_in_marks = [(m, fn(m.when, MARK_VARS)) for m in cfg.input_marks]
-        self.f_out_marks = [(m, fn(m.when, MARK_VARS)) for m in cfg.output_marks]
+        # Note [node-level marks]: a condition that never names `anchor` is evaluated once per node
+        self.f_in_marks = [(m, fn(m.when, MARK_VARS), _uses_anchor(m.when)) for m in cfg.input_marks]
+        self.f_out_marks = [(m, fn(m.when, MARK_VARS), _uses_anchor(m.when)) for m in cfg.output_marks]
         self.f_check = {n: fn(c.body, CHECK_VARS) for n, c in cfg.checkers.items()}
         self.f_skip_pair = fn(cfg.skip_pair, CHECK_VARS)
         self.f_skip_insert = fn(cfg.skip_insert, ("anchor",))
@@ -379,21 +380,23 @@ class LayoutPass:
         self.table = self.sym.build(model, g)
         self.marks = {}
         for node in model.all_nodes(g):
-            for a in node.ins:
-                self.marks[a] = self._mark(self.f_in_marks, node, a, g, self.cfg.input_default)
-            for o in node.outs:
-                self.marks[o] = self._mark(self.f_out_marks, node, o, g, self.cfg.output_default)
+            self.mark_node(node, g)
         for name in self.table.names():
             anchors = list(self.table.anchors.get(name, []))
             found = self.find_conflicts(anchors)
             if found:
                 self.solve(found, name, anchors)
 
-    def _mark(self, marks, node, anchor, g, default) -> list[str]:
-        out = [m.attr for m, f in marks if f(node, anchor, g)]
-        if not out:
-            out.append(default)
-        return out
+    def mark_node(self, node: Node, g: Graph) -> None:
+        for anchors, marks, default in ((node.ins, self.f_in_marks, self.cfg.input_default),
+                                        (node.outs, self.f_out_marks, self.cfg.output_default)):
+            if not anchors:
+                continue
+            node_level = {m.attr: f(node, None, g) for m, f, per_anchor in marks if not per_anchor}
+            for a in anchors:
+                out = [m.attr for m, f, per_anchor in marks
+                       if (f(node, a, g) if per_anchor else node_level[m.attr])]
+                self.marks[a] = out or [default]
 
     def _active(self, ma: tuple, mb: tuple) -> bool:
         """Whether any attribute pair of two mark lists leads to a check (cached)."""
@@ -546,6 +549,11 @@ class LayoutPass:
             rule=f"layout/{name}", rule_loc=c.loc if c is not None else self.cfg.insert.loc,
             producer=anchor_ref(src), consumers=tuple(anchor_ref(d) for d in dsts), reason=why,
             attrs=self.cfg.insert.attr_reasons(), moved_control=tuple(moved)))
+
+
+def _uses_anchor(e: Expr) -> bool:
+    from ..dsl import Var, walk
+    return any(isinstance(x, Var) and x.name == "anchor" for x in walk(e))
 
 
 def _late(*_a):

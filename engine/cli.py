@@ -47,11 +47,11 @@ def load_graph(path: str, pack=None):
     return load_model(path), {}
 
 
-def cmd_run(args) -> int:
+def run_graph(args, progress):
+    """Load the pack and the graph, run the passes; returns (ctx, graph stats before)."""
     from .context import RunContext
-    from .dumpio import model_to_text, serialize_model, write_atomic, is_binary_path
     from .pack import load_pack
-    from .report import build_report, graph_stats, report_json, summary_text
+    from .report import graph_stats
     from .runner import check_graph, resolve_passes, run_passes
 
     pack = load_pack(args.rules)
@@ -61,6 +61,7 @@ def cmd_run(args) -> int:
         ids = [p.strip() for p in args.passes.split(",") if p.strip()]
         if not ids:
             raise InputError(Problem(Loc("--passes"), "no pass ids given", "e.g. --passes mem_rw_conflict"))
+    progress.stage(f"loading {display_path(args.graph)}")
     model, file_options = load_graph(args.graph, pack)
     # Note [gc]: the model is long-lived; freezing it keeps the cyclic GC from
     # rescanning 10^5-10^6 objects on every collection (superlinear otherwise).
@@ -70,25 +71,54 @@ def cmd_run(args) -> int:
     ctx = RunContext(pack, model, file_options)
     check_graph(ctx)
     before = graph_stats(model)
-    try:
-        run_passes(ctx, passes)
-    except PassFailure as exc:
-        sys.stderr.write(f"memconflict: {exc}\n")
-        return 1
-    outputs: list[tuple[str, bytes]] = []
-    if args.out:
-        data = serialize_model(model)
-        outputs.append((args.out, data if is_binary_path(args.out) else model_to_text(data)))
-    report = build_report(ctx, display_path(args.graph), before)
-    if args.report_json:
-        outputs.append((args.report_json, report_json(report)))
-    if args.report_html:
-        from .html import render_html
-        outputs.append((args.report_html, render_html(report, ctx).encode()))
-    for path, data in outputs:
-        write_atomic(path, data)
+    for k, spec in enumerate(passes, 1):   # one at a time, for the progress line
+        progress.stage(f"pass {k}/{len(passes)} {spec.id}", lambda: len(ctx.insertions))
+        run_passes(ctx, [spec])
+    return ctx, before
+
+
+def cmd_run(args) -> int:
+    from .dumpio import model_to_text, serialize_model, write_atomic, is_binary_path
+    from .report import build_report, report_json
+    from .report_text import Progress, summary_text
+
+    with Progress(sys.stderr, enabled=not args.quiet) as progress:
+        try:
+            ctx, before = run_graph(args, progress)
+        except PassFailure as exc:
+            sys.stderr.write(f"memconflict: {exc}\n")
+            return 1
+        progress.stage("writing outputs")
+        outputs: list[tuple[str, bytes]] = []
+        if args.out:
+            data = serialize_model(ctx.model)
+            outputs.append((args.out, data if is_binary_path(args.out) else model_to_text(data)))
+        report = build_report(ctx, display_path(args.graph), before)
+        if args.report_json:
+            outputs.append((args.report_json, report_json(report)))
+        if args.report_html:
+            from .html import render_html
+            outputs.append((args.report_html, render_html(report, ctx).encode()))
+        for path, data in outputs:
+            write_atomic(path, data)
     if not args.quiet:
         print(summary_text(ctx, display_path(args.graph)))
+    return 0
+
+
+def cmd_explain(args) -> int:
+    from .explain import render_card
+    from .report import explain_insertion, not_inserted
+    from .report_text import Progress
+
+    with Progress(sys.stderr, enabled=True) as progress:
+        ctx, _ = run_graph(args, progress)
+    found = [i for i in ctx.insertions if i.name == args.node]
+    if not found:
+        raise InputError(Problem(Loc(display_path(args.graph)), *not_inserted(ctx, args.node)))
+    for k, ins in enumerate(found):
+        card, rules = explain_insertion(ctx, ins)
+        print(("\n" if k else "") + render_card(card, rules))
     return 0
 
 
@@ -172,6 +202,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--report-html", metavar="R.html")
     r.add_argument("--quiet", action="store_true", help="print nothing on success")
     r.set_defaults(func=cmd_run)
+
+    e = sub.add_parser("explain", help="run the passes and explain why one node was inserted")
+    e.add_argument("graph", help="GE dump (.txt/.pbtxt text, .pb binary) or YAML graph")
+    e.add_argument("node", help="name of an inserted node")
+    e.add_argument("--passes", help="comma-separated pass ids, run in this order (default: the pack's pipeline)")
+    e.add_argument("--option", action="append", metavar="KEY=VALUE", help="GE option (repeatable)")
+    e.add_argument("--rules", metavar="DIR", help="rule pack folder (default: the shipped GE pack)")
+    e.set_defaults(func=cmd_explain)
 
     c = sub.add_parser("convert", help="convert between GE dumps (text/binary) and the YAML graph form")
     c.add_argument("input")

@@ -19,6 +19,7 @@ from .pack import Rule
 from .primitives import attr_value, node_attr
 
 CITE = re.compile(r"^(?P<id>\S+) \((?P<loc>[^()\s]+:\d+(?::\d+)?)\)$")
+CITES = re.compile(r"(?P<id>[\w./-]+) \((?P<loc>[^()\s]+:\d+(?::\d+)?)\)")
 LOC = re.compile(r"^[^\s()]+:\d+(?::\d+)?$")
 MAX_LISTED = 8
 
@@ -54,6 +55,7 @@ class Evidence:
     def __init__(self, ctx=None):
         self.ctx = ctx
         self.rules: dict[str, Rule] = {}
+        self.probes: dict[str, list] = {}       # rule loc → the sub-expressions worth reading back
         if ctx is not None:
             for rule in _pack_rules(ctx.pack):
                 self.rules[f"{rule.loc.file}:{rule.loc.line}"] = rule
@@ -73,8 +75,11 @@ class Evidence:
             return []
         anchors = node.ins if is_input else node.outs
         anchor = anchors[int(idx)] if int(idx) < len(anchors) else None
+        if loc not in self.probes:
+            self.probes[loc] = [e for e in (*walk(rule.when), *walk(rule.value))
+                                if isinstance(e, (IsClass, Field, Call))]
         out: list[list[str]] = []
-        for e in list(walk(rule.when)) + list(walk(rule.value)):
+        for e in self.probes[loc]:
             fact = self._fact(e, node, anchor)
             if fact is not None and fact not in out:
                 out.append(fact)
@@ -283,19 +288,20 @@ class RuleTexts:
         if lines is None or not 0 < line <= len(lines):
             return None
         first = lines[line - 1]
-        indent = len(first) - len(first.lstrip())
-        block = [first]
-        if first.lstrip().startswith("- "):
-            for nxt in lines[line:line + 24]:
-                if nxt.strip() and len(nxt) - len(nxt.lstrip()) <= indent:
-                    break
-                block.append(nxt)
-            while block and not block[-1].strip():
-                block.pop()
-        text = "\n".join(s[indent:] if s[:indent].isspace() else s.lstrip() for s in block)
+        indent = _indent(first)
+        if first.lstrip().startswith("- "):               # a list item and its body
+            block = [first] + _body(lines, line, lambda n: n > indent)
+        elif col - 1 == indent:                            # a block mapping: its key and entries
+            block = [first] + _body(lines, line, lambda n: n >= indent)
+            if line >= 2 and lines[line - 2].rstrip().endswith(":") and _indent(lines[line - 2]) < indent:
+                block.insert(0, lines[line - 2])
+        else:
+            block = [first]
+        base = min(_indent(s) for s in block if s.strip())
+        text = "\n".join(s[base:] for s in block)
         out = {"id": rule_id, "text": text}
-        if col > indent and len(block) == 1:
-            start = col - 1 - indent
+        if col - 1 > indent and len(block) == 1:           # a value inside a line: mark it
+            start = col - 1 - base
             end = start + len(re.match(r"[^,}\]]*", text[start:]).group(0).rstrip())
             out["mark"] = [start, end]
         return out
@@ -310,6 +316,21 @@ class RuleTexts:
             except (OSError, UnicodeDecodeError):
                 self.files[file] = None
         return self.files[file]
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _body(lines: list[str], line: int, deeper: Callable[[int], bool], cap: int = 24) -> list[str]:
+    out = []
+    for nxt in lines[line:line + cap]:
+        if nxt.strip() and not deeper(_indent(nxt)):
+            break
+        out.append(nxt)
+    while out and not out[-1].strip():
+        out.pop()
+    return out
 
 
 # ---- terminal ---------------------------------------------------------------------------

@@ -14,6 +14,8 @@ every pass to cooperate; this needs nothing but the Insertion record.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from .graph import Node
 
 MAX_PEERS = 8          # consumers / control neighbours drawn per side
@@ -56,8 +58,9 @@ def capture(node: Node) -> dict:
     return {"nodes": nodes, "edges": edges, "omitted": omitted}
 
 
-def record_only(producer: str, consumers: list[str], name: str, typ: str) -> dict:
-    """A neighbourhood from the record alone, when the node is gone from the final graph."""
+def record_only(producer: str, consumers: list[str], name: str, typ: str, graph=None) -> dict:
+    """A neighbourhood from the record alone, when the node is gone from the final graph
+    (types of the other nodes from `graph` where they still exist)."""
     nodes = [[name, typ]]
     edges = []
     index: dict[str, int] = {}
@@ -66,7 +69,8 @@ def record_only(producer: str, consumers: list[str], name: str, typ: str) -> dic
         n, _, i = ref.rpartition(":")
         if n not in index:
             index[n] = len(nodes)
-            nodes.append([n, ""])
+            found = graph.find(n) if graph is not None else None
+            nodes.append([n, found.type if found is not None else ""])
         return index[n], int(i) if i.lstrip("-").isdigit() else 0
 
     if producer:
@@ -108,8 +112,8 @@ def undo(hood: dict, moved: list[str]) -> list[list[int]]:
 
 
 # ---- layout ---------------------------------------------------------------------
-NODE_W, NODE_H = 196, 40
-GAP_X, GAP_Y = 84, 16
+NODE_W, NODE_H = 170, 40          # keep in step with reports/report.js
+GAP_X, GAP_Y = 60, 14
 PAD = 12
 
 
@@ -118,7 +122,13 @@ def layout(count: int, edges: list[list[int]], skip: int | None = None) -> dict:
 
     Longest-path layers (edges point right), one barycentre sweep to order each
     layer, layers centred vertically. `skip` leaves a node out (the "before" view).
+    Neighbourhoods repeat a few shapes, so layouts are memoised by shape.
     """
+    return _layout(count, tuple(map(tuple, edges)), skip)
+
+
+@lru_cache(maxsize=4096)
+def _layout(count: int, edges: tuple, skip: int | None) -> dict:
     live = [i for i in range(count) if i != skip]
     succ: dict[int, list[int]] = {i: [] for i in live}
     pred: dict[int, list[int]] = {i: [] for i in live}
@@ -143,7 +153,8 @@ def layout(count: int, edges: list[list[int]], skip: int | None = None) -> dict:
     for k in sorted(columns):
         col = columns[k]
         if k > 0:
-            col.sort(key=lambda i: (sum(rank.get(p, 0) for p in pred[i]) / len(pred[i]) if pred[i] else len(col), i))
+            key = {i: (sum(rank.get(p, 0) for p in pred[i]) / len(pred[i]) if pred[i] else len(col), i) for i in col}
+            col.sort(key=key.__getitem__)
         for r, i in enumerate(col):
             rank[i] = r
     tallest = max((len(c) for c in columns.values()), default=0)

@@ -479,7 +479,10 @@ class LayoutPass:
                 raise PassFailure(self.spec.id, f"checker '{name}' returned {x!r}, not an anchor", a.node.name)
             if x not in result:
                 c = self.cfg.checkers[name]
-                result[x] = {"checker": name, "checker_loc": f"{c.loc.file}:{c.loc.line}", "pair": f"{ta} × {tb}",
+                side = f"{x.node.name}:{x.idx} ({'output' if x.is_out else 'input'})"
+                result[x] = {"why": f"{a.node.name}:{a.idx} and {b.node.name}:{b.idx} share one buffer but "
+                                    f"{ta} and {tb} cannot; checker {name} isolates {side}",
+                             "checker": name, "checker_loc": f"{c.loc.file}:{c.loc.line}", "pair": f"{ta} × {tb}",
                              "pair_rule": how, "pair_loc": f"{loc.file}:{loc.line}",
                              "a": a.key, "a_marks": list(self.marks.get(a, ())),
                              "b": b.key, "b_marks": list(self.marks.get(b, ()))}

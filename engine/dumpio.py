@@ -271,14 +271,15 @@ def _rewrite_inputs(n: Node, emit_peer_index: bool) -> None:
             peer_pos.append(-1)
         else:
             entries.append(f"{a.peer.node.name}:{a.peer.idx}")
-            peer_pos.append(a.peer.peers.index(a))
+            # positions are needed only for the peer-index attribute (a scan per edge)
+            peer_pos.append(a.peer.peers.index(a) if emit_peer_index else -1)
     # trailing unconnected slots beyond the descriptors are not written
     while entries and entries[-1] == "" and len(entries) > len(n.op.input_desc):
         entries.pop()
         peer_pos.pop()
     for p in n.in_ctrl:
         entries.append(f"{p.name}:-1")
-        peer_pos.append(p.out_ctrl.index(n))
+        peer_pos.append(p.out_ctrl.index(n) if emit_peer_index else -1)
     del n.op.input[:]
     n.op.input.extend(entries)
     if emit_peer_index:

@@ -9,3 +9,5 @@ from . import layout  # noqa: E402,F401
 from . import inplace  # noqa: E402,F401
 from . import variables  # noqa: E402,F401
 from . import lint  # noqa: E402,F401
+from . import rewrite  # noqa: E402,F401  (the rule-data rewrite families)
+from . import atomic  # noqa: E402,F401

@@ -99,7 +99,7 @@ def test_pass_failure_exit_1(tmp_path, capsys):
     g.write_text("graphs:\n  root:\n    nodes: {d: Data, pc: {type: PartitionedCall, inputs: 1, outputs: 0, subgraphs: [s]}}\n"
                  "    edges: [d -> pc]\n  s:\n    nodes: {x: Data}\n")
     rj = tmp_path / "r.json"
-    code, stdout, _ = run(["run", g, "--report-json", rj], capsys)
+    code, stdout, _ = run(["run", g, "--passes", "mem_rw_conflict", "--report-json", rj], capsys)
     assert code == 0
     diag = json.loads(rj.read_text())["diagnostics"]
     assert diag[0]["code"] == "PASS_FAILED" and diag[0]["node"] == "x"

@@ -21,6 +21,13 @@ Expectation keys (all optional except `passes`):
   symbol_count / anchor_count: N  size of the symbol table a pass left in ctx.extras["symbols"]
   symbol_of: {"n:out:i": name}   symbol_size: {name: N}
   diagnostics: [codes]
+  graph_type_count: {graph: {T: N}}   nodes of type T among a graph's direct nodes
+  rule_of: {n: rule_id}         the rule that inserted node n
+  named: {n: T}                  a node named n exists (in any graph) and has type T
+  absent: [names]                no node of these names exists
+  ctrl_out: {n: [names]}         n's control successors, in order
+  desc_attr: {"n:in:i" | "n:out:i": {key: value|absent}}   tensor descriptor attributes
+  desc_field: {"n:in:i" | "n:out:i": {field: value}}       TensorDescriptor fields (data_offset, ...)
 """
 from __future__ import annotations
 
@@ -75,6 +82,13 @@ def find(model, name: str):
 def anchor(model, ref: str):
     name, _, idx = ref.rpartition(":")
     return find(model, name).ins[int(idx)]
+
+
+def desc(model, ref: str):
+    """"n:in:i" / "n:out:i" → that tensor descriptor."""
+    name, side, idx = ref.rsplit(":", 2)
+    node = find(model, name)
+    return (node.op.input_desc if side == "in" else node.op.output_desc)[int(idx)]
 
 
 def check_expectations(ctx, expect, status) -> None:
@@ -145,5 +159,31 @@ def check_expectations(ctx, expect, status) -> None:
         assert table.of.get(a) == want, f"{ref} in symbol {table.of.get(a)}"
     for sym, n in (expect.get("symbol_size") or {}).items():
         assert len(table.anchors[sym]) == n, table.to_json()
+    for g, counts in (expect.get("graph_type_count") or {}).items():
+        for t, n in counts.items():
+            got = sum(1 for x in model.graphs[g].nodes() if x.type == t)
+            assert got == n, f"graph {g}: {got} nodes of type {t}, expected {n}"
+    for name, rid in (expect.get("rule_of") or {}).items():
+        got = [i.rule for i in ctx.insertions if i.name == name]
+        assert got == [rid], f"{name} inserted by {got}"
+    for name, t in (expect.get("named") or {}).items():
+        assert find(model, name).type == t, f"{name} is a {find(model, name).type}, expected {t}"
+    for name in expect.get("absent") or []:
+        assert all(g.find(name) is None for g in model.graph_order), f"{name} exists"
+    for name, succs in (expect.get("ctrl_out") or {}).items():
+        got = [s.name for s in find(model, name).out_ctrl]
+        assert got == list(succs), f"{name} control outputs {got}"
+    for ref, attrs in (expect.get("desc_attr") or {}).items():
+        d = desc(model, ref)
+        for key, want in attrs.items():
+            if want == "absent":
+                assert key not in d.attr, f"{ref} has {key}"
+            else:
+                got = attr_value(d.attr[key]) if key in d.attr else None
+                assert got == want, f"{ref}.{key} = {got}"
+    for ref, fields in (expect.get("desc_field") or {}).items():
+        d = desc(model, ref)
+        for key, want in fields.items():
+            assert getattr(d, key) == want, f"{ref}.{key} = {getattr(d, key)}"
     if "diagnostics" in expect:
         assert [d.code for d in ctx.diagnostics] == list(expect["diagnostics"])

@@ -244,6 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_commands(sub)
+
+    from .diff.cli import add_command as add_diff_command
+    add_diff_command(sub)
     return p
 
 

@@ -1,0 +1,278 @@
+"""Impact of a pack change on a corpus of graphs.
+
+Each graph is run twice (OLD's and NEW's pipelines, or the `--passes` given) in
+one worker process; the two runs' isolation nodes are matched by position — the
+graph, the producer anchor and the consumer anchors, with names the passes
+generated replaced by the position of the node they name — never by name.
+Unmatched nodes are added/removed; matched ones whose type, pass, rule or
+decisive facts differ are changed. Diagnostics, node removals and (when a
+variable session ran) the variable plan are compared too.
+
+Graphs are independent: `run_corpus` maps them over worker processes and keeps
+the input order, so the result does not depend on `--jobs`.
+"""
+from __future__ import annotations
+
+import gc
+import multiprocessing as mp
+import re
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, Loc, PassFailure, Problem, display_path
+from .links import raw_refs
+
+GRAPH_SUFFIXES = (".txt", ".pbtxt", ".pb", ".yaml", ".yml")
+_CITE = re.compile(r" \([^()]*:\d+(?::\d+)?\)")
+_PACKS: dict[str, Any] = {}       # per process: pack folder → loaded pack
+
+
+def collect_graphs(paths: list[str]) -> list[str]:
+    """Files as given; folders searched recursively (sorted) for GE dumps and YAML graphs."""
+    out: list[str] = []
+    problems = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            out += [str(f) for f in sorted(path.rglob("*")) if f.is_file() and f.suffix.lower() in GRAPH_SUFFIXES]
+        elif path.is_file():
+            out.append(str(path))
+        else:
+            problems.append(Problem(Loc(p), f"no such graph file or folder '{p}'", "check the --graphs path"))
+    if problems:
+        raise InputError(problems)
+    return list(dict.fromkeys(out))
+
+
+def _pack(folder: str):
+    if folder not in _PACKS:
+        from ..pack import load_pack
+        _PACKS[folder] = load_pack(folder)
+    return _PACKS[folder]
+
+
+def preload(folder: str, pack) -> None:
+    _PACKS[str(folder)] = pack
+
+
+# ---- one side -----------------------------------------------------------------------------
+def why_text(reason: dict) -> str:
+    r = reason
+    if "cell" in r:
+        base = f"{r.get('output_rw')} × {r.get('input_rw')} → {r.get('decision')} ({r['cell']})"
+        typed = [f"{k.split('_')[0]} by {_CITE.sub('', str(r[k]))}" for k in ("output_rule", "input_rule") if r.get(k)]
+        return base + ("; " + ", ".join(typed) if typed else "")
+    if "pair" in r:
+        return f"{r['pair']} ({r.get('pair_rule', '')}) → checker {r.get('checker', '?')}"
+    if "why" in r:
+        return str(r["why"])
+    facts = [f"{k}={v}" for k, v in r.items() if isinstance(v, (str, int, bool)) and not k.endswith("_loc")]
+    return ", ".join(facts[:4])
+
+
+def _sig(reason: dict, rename) -> tuple:
+    """Decisive facts, without locations (a moved line is no change) or generated names."""
+    out = []
+    for k, v in sorted(reason.items()):
+        if k.endswith("_loc") or k in ("symbol", "symbol_anchors", "a", "b", "why"):
+            continue
+        out.append((k, _norm(v, rename)))
+    return tuple(out)
+
+
+def _norm(v: Any, rename) -> Any:
+    if isinstance(v, str):
+        return rename(_CITE.sub("", v))
+    if isinstance(v, list):
+        return tuple(_norm(x, rename) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _norm(x, rename)) for k, x in v.items()))
+    return v
+
+
+class _Positions:
+    """Canonical positions of one run's inserted nodes (chains resolved)."""
+
+    def __init__(self, insertions):
+        self.by_name = {(i.graph, i.name): i for i in insertions}
+        self.names = {i.name: i.graph for i in insertions}
+        self.memo: dict = {}
+
+    def ref(self, text: str, graph: str) -> str:
+        node, sep, idx = text.rpartition(":")
+        ins = self.by_name.get((graph, node)) if sep else None
+        return f"<{ins.type} {self.pos(ins)}>:{idx}" if ins is not None else text
+
+    def parts(self, ins) -> tuple[str, tuple[str, ...]]:
+        """(producer anchors, consumer anchors), inserted nodes named by their position."""
+        prod = ", ".join(self.ref(p, ins.graph) for p in ins.producer.split(", ") if p)
+        return prod, tuple(sorted(self.ref(c, ins.graph) for c in ins.consumers))
+
+    def pos(self, ins) -> str:
+        key = (ins.graph, ins.name)
+        if key in self.memo:
+            return self.memo[key] or "…"
+        self.memo[key] = None                # guards a cycle
+        prod, cons = self.parts(ins)
+        self.memo[key] = f"{prod} → {', '.join(cons)}"
+        return self.memo[key]
+
+    def rename(self, text: str) -> str:
+        node, sep, idx = text.rpartition(":")
+        if sep and node in self.names:
+            return self.ref(text, self.names[node])
+        if text in self.names:
+            return f"<{self.pos(self.by_name[(self.names[text], text)])}>"
+        return text
+
+
+def insertion_records(insertions) -> tuple[_Positions, list[dict]]:
+    """One run's isolations keyed by position, with their decisive facts and references."""
+    pos = _Positions(insertions)
+    out = []
+    for i in insertions:
+        loc = str(i.rule_loc) if i.rule_loc else ""
+        out.append({"name": i.name, "type": i.type, "graph": i.graph, "pass": i.pass_id, "rule": i.rule,
+                    "rule_loc": loc, "producer": i.producer, "consumers": list(i.consumers),
+                    "why": why_text(i.reason), "key": (i.graph, *pos.parts(i)), "sig": _sig(i.reason, pos.rename),
+                    "refs": raw_refs(i.pass_id, i.rule, loc, i.reason)})
+    return pos, out
+
+
+def run_side(pack, graph_file: str, options: dict, passes: list[str] | None) -> dict:
+    from ..cli import load_graph
+    from ..context import RunContext
+    from ..runner import check_graph, resolve_passes, run_passes
+
+    model, file_options = load_graph(graph_file, pack)
+    opts = dict(file_options)
+    opts.update(options)
+    skipped = [p for p in passes or [] if p not in pack.passes]
+    specs = resolve_passes(pack, [p for p in passes if p in pack.passes] if passes is not None else None, opts)
+    ctx = RunContext(pack, model, opts)
+    check_graph(ctx)
+    gc.collect()
+    gc.freeze()          # Note [gc] in engine/cli.py; undone below so a worker's memory is reused
+    status, message = "ok", ""
+    try:
+        run_passes(ctx, specs)
+    except PassFailure as exc:
+        status, message = "failed", str(exc)
+    pos, ins = insertion_records(ctx.insertions)
+    rem = [{"name": r.name, "type": r.type, "graph": r.graph, "pass": r.pass_id, "rule": r.rule,
+            "key": (r.graph, pos.rename(r.name), r.type), "refs": raw_refs(r.pass_id, r.rule, "", r.reason)}
+           for r in ctx.removals]
+    diags = [{"code": d.code, "severity": d.severity, "message": d.message, "pass": d.pass_id,
+              "key": (d.code, d.severity, d.pass_id, " ".join(pos.rename(w) for w in d.message.split(" "))),
+              "refs": raw_refs(d.pass_id, str(d.details.get("rule", "")), str(d.details.get("rule_loc") or ""), {})}
+             for d in ctx.diagnostics]
+    plan = _var_plan(ctx)
+    out = {"status": status, "message": message, "skipped": skipped, "passes": [r.pass_id for r in ctx.pass_runs],
+           "insertions": ins, "removals": rem, "diagnostics": diags, "variables": plan}
+    gc.unfreeze()
+    return out
+
+
+def _var_plan(ctx) -> dict | None:
+    session = ctx.extras.get("var_session")
+    if session is None:
+        return None
+    from ..varmgr.placement import plan_graph
+    from ..varmgr.records import VarError
+    try:
+        plan = plan_graph(ctx.model, session.manager, 0)
+    except VarError as exc:
+        return {"error": str(exc)}
+    return {f"{e.graph}/{e.node}": {"key": e.key, "memory_type": e.memory_type, "size": e.size,
+                                     "offset": e.offset, "decision": e.decision} for e in plan.entries}
+
+
+# ---- comparing the two runs ------------------------------------------------------------------
+def _public(rec: dict) -> dict:
+    return {k: rec[k] for k in ("name", "type", "pass", "rule", "rule_loc", "why", "refs")}
+
+
+def _position(key: tuple, rec: dict) -> dict:
+    return {"graph": key[0], "producer": key[1], "consumers": list(key[2])}
+
+
+def match_insertions(old: list[dict], new: list[dict]) -> dict:
+    groups: dict[tuple, tuple[list, list]] = {}
+    for r in old:
+        groups.setdefault(r["key"], ([], []))[0].append(r)
+    for r in new:
+        groups.setdefault(r["key"], ([], []))[1].append(r)
+    added, removed, changed = [], [], []
+    for key in sorted(groups):
+        a, b = list(groups[key][0]), list(groups[key][1])
+        for x in list(a):           # identical decisions first
+            same = next((y for y in b if (y["type"], y["pass"], y["rule"], y["sig"]) ==
+                         (x["type"], x["pass"], x["rule"], x["sig"])), None)
+            if same is not None:
+                a.remove(x)
+                b.remove(same)
+        for x, y in zip(a, b):
+            what = [f for f in ("type", "pass", "rule") if x[f] != y[f]] or ["reason"]
+            changed.append({"position": _position(key, x), "old": _public(x), "new": _public(y), "what": what})
+        removed += [{"position": _position(key, x), "old": _public(x)} for x in a[len(b):]]
+        added += [{"position": _position(key, y), "new": _public(y)} for y in b[len(a):]]
+    return {"added": added, "removed": removed, "changed": changed}
+
+
+def _multiset(old: list[dict], new: list[dict], fields: tuple[str, ...]) -> tuple[list, list]:
+    ca, cb = Counter(r["key"] for r in old), Counter(r["key"] for r in new)
+    gone, came = ca - cb, cb - ca
+    lost, gained = [], []
+    for r in old:
+        if gone[r["key"]] > 0:
+            gone[r["key"]] -= 1
+            lost.append({k: r[k] for k in fields})
+    for r in new:
+        if came[r["key"]] > 0:
+            came[r["key"]] -= 1
+            gained.append({k: r[k] for k in fields})
+    return gained, lost
+
+
+def _vars(a: dict | None, b: dict | None) -> dict | None:
+    if a is None and b is None:
+        return None
+    a, b = a or {}, b or {}
+    return {"added": sorted(k for k in b if k not in a), "removed": sorted(k for k in a if k not in b),
+            "changed": [{"variable": k, "old": a[k], "new": b[k]} for k in sorted(a) if k in b and a[k] != b[k]]}
+
+
+def impact_of(graph_file: str, old_dir: str, new_dir: str, options: dict, passes: list[str] | None) -> dict:
+    """Both runs on one graph and their differences (JSON-able, refs still raw)."""
+    try:
+        a = run_side(_pack(old_dir), graph_file, options, passes)
+        b = run_side(_pack(new_dir), graph_file, options, passes)
+    except InputError as exc:     # Problems cross the process boundary as plain tuples
+        return {"graph": display_path(graph_file),
+                "error": [(p.loc.file, p.loc.line, p.loc.col, p.message, p.hint) for p in exc.problems]}
+    out = {"graph": display_path(graph_file),
+           "status": {"old": a["status"], "new": b["status"]},
+           "messages": {"old": a["message"], "new": b["message"]},
+           "skipped": {"old": a["skipped"], "new": b["skipped"]},
+           "inserted": {"old": len(a["insertions"]), "new": len(b["insertions"])}}
+    out.update(match_insertions(a["insertions"], b["insertions"]))
+    rf = ("name", "type", "graph", "pass", "rule", "refs")
+    out["removals"] = dict(zip(("new", "old"), _multiset(a["removals"], b["removals"], rf)))
+    df = ("code", "severity", "message", "pass", "refs")
+    out["diagnostics"] = dict(zip(("gained", "lost"), _multiset(a["diagnostics"], b["diagnostics"], df)))
+    out["variables"] = _vars(a["variables"], b["variables"])
+    return out
+
+
+def run_corpus(graphs: list[str], old_dir: str, new_dir: str, options: dict, passes: list[str] | None,
+               jobs: int) -> list[dict]:
+    args = (str(old_dir), str(new_dir), dict(options), passes)
+    if jobs <= 1 or len(graphs) <= 1:
+        return [impact_of(g, *args) for g in graphs]
+    methods = mp.get_all_start_methods()
+    ctx = mp.get_context("fork" if "fork" in methods else "spawn")
+    n = len(graphs)
+    with ProcessPoolExecutor(max_workers=min(jobs, n), mp_context=ctx) as ex:
+        return list(ex.map(impact_of, graphs, *([x] * n for x in args)))

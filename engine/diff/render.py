@@ -1,0 +1,220 @@
+"""The diff document (one JSON-able model, sorted) and its terminal rendering.
+
+`build_document` links every impact record to the rule changes that caused it
+and counts, per change, what it did across the corpus; `text_summary` and the
+HTML page (engine/diff/page.py) only print that model. The JSON schema is in
+README.md ("Diffing rule packs").
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from .links import Linker
+from .model import Change, PackDiff
+from .source import PackSource
+
+SCHEMA = 1
+GATES = ("any", "rules", "impact", "removed-isolation", "added-isolation")
+_LOCTEXT = re.compile(r"^(.+?):(\d+)(?::\d+)?$")
+
+
+def show_loc_text(src: PackSource, text: str) -> str:
+    m = _LOCTEXT.match(text or "")
+    return f"{src.show(m.group(1))}:{m.group(2)}" if m else (text or "")
+
+
+def _side(src: PackSource, side) -> dict | None:
+    if side is None:
+        return None
+    return {"loc": src.show_loc(side.loc), "name": side.name, "table": side.table, "text": side.text}
+
+
+def _change(c: Change, o: PackSource, n: PackSource) -> dict:
+    return {"id": c.id, "section": c.section, "table": c.table, "key": c.key, "kind": c.kind, "summary": c.summary,
+            "old": _side(o, c.old), "new": _side(n, c.new),
+            "details": [{"sign": s, "text": t} for s, t in c.details],
+            "impact": {"added": 0, "removed": 0, "changed": 0, "graphs": 0}}
+
+
+def _rec(src: PackSource, rec: dict) -> dict:
+    out = {k: v for k, v in rec.items() if k != "refs"}
+    out["rule_loc"] = show_loc_text(src, rec.get("rule_loc", ""))
+    return out
+
+
+def _link_graph(g: dict, linker: Linker, o: PackSource, n: PackSource, tally: dict) -> dict:
+    out = {k: g[k] for k in ("graph", "status", "messages", "skipped", "inserted")}
+    hit: set[str] = set()
+
+    def linked(item: dict, old: dict | None, new: dict | None, what: str) -> dict:
+        rec = old or new
+        ids, how = linker.link(rec["pass"], old and old["refs"], new and new["refs"])
+        for i in ids if how in ("direct", "pass") else ():
+            tally.setdefault(i, {"added": 0, "removed": 0, "changed": 0, "graphs": set()})
+            tally[i][what] += 1
+            hit.add(i)
+        res = dict(item)
+        if old is not None:
+            res["old"] = _rec(o, old)
+        if new is not None:
+            res["new"] = _rec(n, new)
+        res["caused_by"], res["link"] = ids, how
+        return res
+
+    out["added"] = [linked(x, None, x["new"], "added") for x in g["added"]]
+    out["removed"] = [linked(x, x["old"], None, "removed") for x in g["removed"]]
+    out["changed"] = [linked(x, x["old"], x["new"], "changed") for x in g["changed"]]
+    out["removals"] = {"new": [_plain(linker, r, n) for r in g["removals"]["new"]],
+                       "old": [_plain(linker, r, o) for r in g["removals"]["old"]]}
+    out["diagnostics"] = {"gained": [_plain(linker, d, n) for d in g["diagnostics"]["gained"]],
+                          "lost": [_plain(linker, d, o) for d in g["diagnostics"]["lost"]]}
+    out["variables"] = g["variables"]
+    v = g["variables"] or {}
+    out["counts"] = {"added": len(out["added"]), "removed": len(out["removed"]), "changed": len(out["changed"]),
+                     "removals_new": len(out["removals"]["new"]), "removals_old": len(out["removals"]["old"]),
+                     "diagnostics_gained": len(out["diagnostics"]["gained"]),
+                     "diagnostics_lost": len(out["diagnostics"]["lost"]),
+                     "variables_changed": sum(len(v.get(k, [])) for k in ("added", "removed", "changed"))}
+    for i in hit:
+        tally[i]["graphs"].add(g["graph"])
+    return out
+
+
+def _plain(linker: Linker, rec: dict, src: PackSource) -> dict:
+    ids, how = linker.link(rec["pass"], rec["refs"], rec["refs"])
+    out = {k: v for k, v in rec.items() if k != "refs"}
+    out["caused_by"], out["link"] = ids, how
+    return out
+
+
+def build_document(diff: PackDiff, o: PackSource, n: PackSource, impact: list[dict] | None,
+                   linker: Linker | None, options: dict, passes: list[str] | None) -> dict:
+    items = [_change(c, o, n) for c in diff.changes]
+    semantic = {c.id for c in diff.semantic()}
+    by_kind: dict[str, int] = {}
+    by_section: dict[str, int] = {}
+    for c in diff.semantic():
+        by_kind[c.kind] = by_kind.get(c.kind, 0) + 1
+        by_section[c.section] = by_section.get(c.section, 0) + 1
+    doc = {"memconflict_diff": SCHEMA,
+           "old": _info(diff.old), "new": _info(diff.new),
+           "notes": [{"heading": h, "text": t} for h, t in diff.notes],
+           "rules": {"count": len(semantic), "by_kind": dict(sorted(by_kind.items())),
+                     "by_section": by_section, "items": items},
+           "impact": None}
+    if impact is not None and linker is not None:
+        tally: dict = {}
+        graphs = [_link_graph(g, linker, o, n, tally) for g in impact]
+        for it in items:
+            t = tally.get(it["id"])
+            if t:
+                it["impact"] = {"added": t["added"], "removed": t["removed"], "changed": t["changed"],
+                                "graphs": len(t["graphs"])}
+        doc["impact"] = {"options": dict(sorted(options.items())), "passes": passes,
+                         "summary": _summary(graphs), "graphs": graphs}
+    doc["gates"] = gates(doc)
+    return doc
+
+
+def _info(p) -> dict:
+    return {"spec": p.spec, "name": p.name, "version": p.version, "schema_version": p.schema_version, "path": p.path}
+
+
+def _summary(graphs: list[dict]) -> dict:
+    keys = ("added", "removed", "changed", "removals_new", "removals_old", "diagnostics_gained",
+            "diagnostics_lost", "variables_changed")
+    s = {"graphs": len(graphs), "graphs_changed": sum(1 for g in graphs if any(g["counts"].values()))}
+    for k in keys:
+        s[k] = sum(g["counts"][k] for g in graphs)
+    recs = [x for g in graphs for part in ("added", "removed", "changed") for x in g[part]]
+    s["linked"] = sum(1 for x in recs if x["link"] in ("direct", "pass"))
+    s["unlinked"] = len(recs) - s["linked"]
+    s["failed"] = {side: sum(1 for g in graphs if g["status"][side] != "ok") for side in ("old", "new")}
+    return s
+
+
+def gates(doc: dict) -> dict:
+    s = (doc["impact"] or {}).get("summary") or {}
+    impact = any(s.get(k) for k in ("added", "removed", "changed", "removals_new", "removals_old",
+                                    "diagnostics_gained", "diagnostics_lost", "variables_changed"))
+    rules = doc["rules"]["count"] > 0
+    return {"any": rules or impact, "rules": rules, "impact": bool(impact),
+            "removed-isolation": bool(s.get("removed")), "added-isolation": bool(s.get("added"))}
+
+
+def document_json(doc: dict) -> bytes:
+    return (json.dumps(doc, indent=1, ensure_ascii=False, sort_keys=False) + "\n").encode()
+
+
+# ---- terminal ----------------------------------------------------------------------------------
+SIGN = {"added": "+", "removed": "-", "changed": "~", "renamed": ">", "moved": ">", "reordered": "^"}
+
+
+def text_summary(doc: dict, limit: int = 8) -> str:
+    o, n = doc["old"], doc["new"]
+    lines = [f"memconflict diff: {o['spec']} ({o['name']} {o['version']}) → {n['spec']} ({n['name']} {n['version']})"]
+    if doc["notes"]:
+        lines.append("")
+        lines.append(f"Change notes ({n['spec']}/CHANGES.md):")
+        for note in doc["notes"]:
+            lines.append(f"  ## {note['heading']}")
+            lines += ["    " + t for t in note["text"].splitlines() if t.strip()][:12]
+    r = doc["rules"]
+    lines.append("")
+    kinds = ", ".join(f"{k} {v}" for k, v in r["by_kind"].items())
+    lines.append(f"Rule changes: {r['count']}" + (f" ({kinds})" if kinds else ""))
+    section = None
+    for it in r["items"]:
+        if it["section"] != section:
+            section = it["section"]
+            lines.append(f"  {section}")
+        where = " ↔ ".join(x for x in ((it["old"] or {}).get("loc", "—") or "—", (it["new"] or {}).get("loc", "—") or "—"))
+        imp = it["impact"]
+        tail = f"  [+{imp['added']} −{imp['removed']} ~{imp['changed']} in {imp['graphs']} graph(s)]" if imp["graphs"] else ""
+        lines.append(f"    {SIGN.get(it['kind'], '?')} {it['id']}: {it['summary']}{tail}")
+        lines.append(f"        {where}")
+        for d in it["details"][:limit]:
+            lines.append(f"        {d['sign']} {d['text']}")
+        if len(it["details"]) > limit:
+            lines.append(f"        … {len(it['details']) - limit} more line(s)")
+    imp = doc["impact"]
+    if imp is not None:
+        s = imp["summary"]
+        lines.append("")
+        lines.append(f"Impact on {s['graphs']} graph(s), {s['graphs_changed']} changed: isolation +{s['added']} "
+                     f"−{s['removed']} ~{s['changed']}; removals +{s['removals_new']}/−{s['removals_old']}; "
+                     f"diagnostics +{s['diagnostics_gained']}/−{s['diagnostics_lost']}; "
+                     f"variables ~{s['variables_changed']}; {s['linked']} linked to a rule change, {s['unlinked']} not")
+        for g in imp["graphs"]:
+            lines += _graph_text(g, limit)
+    gated = [k for k, v in doc["gates"].items() if v]
+    lines.append("")
+    lines.append("Differences: " + (", ".join(gated) if gated else "none"))
+    return "\n".join(lines)
+
+
+def _graph_text(g: dict, limit: int) -> list[str]:
+    c = g["counts"]
+    st = "" if g["status"] == {"old": "ok", "new": "ok"} else f" [old {g['status']['old']}, new {g['status']['new']}]"
+    out = [f"  {g['graph']}: +{c['added']} −{c['removed']} ~{c['changed']} "
+           f"(inserted {g['inserted']['old']} → {g['inserted']['new']}){st}"]
+    shown = 0
+    for part, sign in (("added", "+"), ("removed", "-"), ("changed", "~")):
+        for x in g[part]:
+            if shown >= limit:
+                break
+            rec = x.get("new") or x.get("old")
+            p = x["position"]
+            cause = ", ".join(x["caused_by"][:3]) + (" …" if len(x["caused_by"]) > 3 else "")
+            out.append(f"    {sign} {rec['type']} {p['producer']} → {', '.join(p['consumers'])} "
+                       f"({rec['pass']}: {rec['rule']}) ← {cause or 'no rule change found'} [{x['link']}]")
+            shown += 1
+    total = c["added"] + c["removed"] + c["changed"]
+    if total > shown:
+        out.append(f"    … {total - shown} more (see --json / --html)")
+    for d in g["diagnostics"]["gained"][:3]:
+        out.append(f"    + diagnostic {d['code']}: {d['message']}")
+    for d in g["diagnostics"]["lost"][:3]:
+        out.append(f"    - diagnostic {d['code']}: {d['message']}")
+    return out

@@ -1,0 +1,107 @@
+"""Where the two packs of a diff come from: a folder, or `REV:path` in the
+current git repository (read with `git ls-tree` / `git show` into a temporary
+folder; nothing is checked out).
+
+A `PackSource` remembers how to show its files: a pack read from a revision
+cites `REV:rules/ge/rw.yaml:12`, not the temporary copy.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import InputError, Loc, Problem, display_path
+
+
+@dataclass
+class PackSource:
+    spec: str                 # as given on the command line
+    folder: Path              # where the pack's files are (a temp copy for REV:path)
+    prefix: str = ""          # display_path() of the temp root, for REV packs
+    rev: str = ""
+    tmp: str | None = None
+    pack: object = field(default=None, repr=False)
+
+    def show(self, file: str) -> str:
+        """A file name as the engine prints it → as the user should read it."""
+        if self.prefix and file.startswith(self.prefix + "/"):
+            return f"{self.rev}:{file[len(self.prefix) + 1:]}"
+        return file
+
+    def show_loc(self, loc: Loc | None) -> str:
+        if loc is None:
+            return ""
+        return self.show(loc.file) + (f":{loc.line}" if loc.line > 0 else "")
+
+    def close(self) -> None:
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+
+
+def _git(args: list[str], cwd: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True)
+
+
+def _bad(spec: str, message: str, hint: str) -> InputError:
+    return InputError(Problem(Loc(spec), message, hint))
+
+
+def open_source(spec: str) -> PackSource:
+    """A folder if `spec` names one, else `REV:path`."""
+    if Path(spec).is_dir():
+        return PackSource(spec, Path(spec))
+    rev, sep, path = spec.partition(":")
+    if not sep or not rev:
+        raise _bad(spec, f"'{spec}' is neither a pack folder nor REV:path",
+                   "give a folder holding pack.yaml, or a git revision and path such as HEAD~1:rules/ge")
+    return _from_git(spec, rev, path.strip("/") or ".")
+
+
+def _from_git(spec: str, rev: str, path: str) -> PackSource:
+    top = _git(["rev-parse", "--show-toplevel"])
+    if top.returncode != 0:
+        raise _bad(spec, "REV:path needs a git repository, and the working directory is not in one",
+                   "run memconflict diff inside the repository, or give pack folders")
+    root = top.stdout.decode().strip()
+    ok = _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=root)
+    if ok.returncode != 0:
+        raise _bad(spec, f"unknown git revision '{rev}'", "check it with `git log --oneline` (e.g. HEAD~1, a tag, a hash)")
+    commit = ok.stdout.decode().strip()
+    # paths in the spec are relative to the repository root (as in `git show REV:path`)
+    listing = _git(["ls-tree", "-r", "-z", "--name-only", commit, "--", path], cwd=root)
+    names = [n for n in listing.stdout.decode().split("\0") if n] if listing.returncode == 0 else []
+    if not names:
+        raise _bad(spec, f"revision '{rev}' has no folder '{path}'",
+                   f"list what it has with `git ls-tree --name-only {rev} -- {Path(path).parent}`")
+    tmp = tempfile.mkdtemp(prefix="memconflict-diff-")
+    try:
+        for name in names:
+            blob = _git(["show", f"{commit}:{name}"], cwd=root)
+            if blob.returncode != 0:
+                raise _bad(spec, f"cannot read '{name}' at revision '{rev}'", blob.stderr.decode().strip())
+            target = Path(tmp, name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(blob.stdout)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return PackSource(spec, Path(tmp, path), display_path(tmp), rev, tmp)
+
+
+def load_source(src: PackSource):
+    """Load the pack strictly; errors cite the user's names for its files."""
+    from ..pack import load_pack
+
+    if not (src.folder / "pack.yaml").is_file():
+        raise _bad(src.spec, f"'{src.spec}' is not a rule pack: it has no pack.yaml",
+                   "a pack is a folder with pack.yaml (name, version, schema_version, include)")
+    try:
+        src.pack = load_pack(src.folder)
+    except InputError as exc:
+        raise InputError([Problem(Loc(src.show(p.loc.file), p.loc.line, p.loc.col), p.message, p.hint)
+                          for p in exc.problems]) from None
+    return src.pack

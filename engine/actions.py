@@ -363,9 +363,12 @@ def _set_value(a: pb.AttrDef, value) -> None:
 
 
 def _show(value) -> str:
+    """A value as the DSL writes it."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
         return f'"{value}"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
     return str(value)
 

@@ -23,6 +23,9 @@ Expectation keys (all optional except `passes`):
   diagnostics: [codes]
   graph_type_count: {graph: {T: N}}   nodes of type T among a graph's direct nodes
   rule_of: {n: rule_id}         the rule that inserted node n
+  ports: {n: [[inputs], [outputs]]}   n's port names
+options/set-up (before the passes run):
+  offsets: {n: {input_i|output_i: [ints]}}   memory offsets as memory assignment would leave them
   named: {n: T}                  a node named n exists (in any graph) and has type T
   absent: [names]                no node of these names exists
   ctrl_out: {n: [names]}         n's control successors, in order
@@ -61,6 +64,10 @@ def run_case(path: Path, pack=None, passes=None, extra_options=None):
         for field, value in fields.items():
             setattr(d, field, value)
     ids = passes or list(expect.get("passes") or [])
+    for name, fields in (expect.get("offsets") or {}).items():
+        node = find(model, name)
+        for field, values in fields.items():
+            getattr(node.op, field).extend(values)
     ctx = RunContext(pack, model, options)
     check_graph(ctx)
     status = 0
@@ -163,6 +170,10 @@ def check_expectations(ctx, expect, status) -> None:
         for t, n in counts.items():
             got = sum(1 for x in model.graphs[g].nodes() if x.type == t)
             assert got == n, f"graph {g}: {got} nodes of type {t}, expected {n}"
+    for name, (ins, outs) in (expect.get("ports") or {}).items():
+        node = find(model, name)
+        got = [[node.input_name(i) for i in range(len(node.ins))], [node.output_name(i) for i in range(len(node.outs))]]
+        assert got == [list(ins), list(outs)], f"{name} ports {got}"
     for name, rid in (expect.get("rule_of") or {}).items():
         got = [i.rule for i in ctx.insertions if i.name == name]
         assert got == [rid], f"{name} inserted by {got}"

@@ -293,6 +293,9 @@ class Model:
         self.graph_order: list[Graph] = []
         self.root: Graph | None = None
         self.emit_peer_index = False   # re-emit _src_out_peer_index_for_ge_txt_load on save
+        # node → bool: edges out of such nodes close loops and are left out of sorting (pack's
+        # surgery.loop_back_edge_from, set by the runner)
+        self.loop_back_source = None
 
     def add_graph(self, g: Graph) -> None:
         self.graphs[g.name] = g

@@ -47,6 +47,7 @@ def check_graph(ctx: RunContext) -> None:
     if spec is not None and spec.loop_back_edge_from is not None:
         comp = Compiler(Scope(("node",), {}, pack.class_sets(), bound_functions(ctx)), Collector())
         loop_edge = comp.function(spec.loop_back_edge_from, ("node",))
+    ctx.model.loop_back_source = loop_edge
     problems = []
     for g in ctx.model.graph_order:
         cycle = find_cycle(g, (lambda a, b: loop_edge(a)) if loop_edge else (lambda a, b: False))

@@ -198,7 +198,11 @@ def topo_sort(graph: Graph, assign_ids: bool = True) -> list[Node] | None:
     """
     order = graph.node_list()
     pos = {n: i for i, n in enumerate(order)}
-    if all(pos.get(s, i + 1) > i for i, n in enumerate(order) for s in successors(n)):
+    back = getattr(graph.model, "loop_back_source", None) if graph.model is not None else None
+
+    def succ(n: Node) -> list[Node]:
+        return [] if back is not None and back(n) else successors(n)
+    if all(pos.get(s, i + 1) > i for i, n in enumerate(order) for s in succ(n)):
         out = order                      # already sorted: Kahn's with this tie-break keeps it
         if assign_ids:
             for i, n in enumerate(out):
@@ -207,7 +211,7 @@ def topo_sort(graph: Graph, assign_ids: bool = True) -> list[Node] | None:
         return out
     indeg = {n: 0 for n in order}
     for n in order:
-        for s in successors(n):
+        for s in succ(n):
             if s in indeg:
                 indeg[s] += 1
     heap = [pos[n] for n in order if indeg[n] == 0]
@@ -216,7 +220,7 @@ def topo_sort(graph: Graph, assign_ids: bool = True) -> list[Node] | None:
     while heap:
         n = order[heapq.heappop(heap)]
         out.append(n)
-        for s in successors(n):
+        for s in succ(n):
             if s in indeg:
                 indeg[s] -= 1
                 if indeg[s] == 0:

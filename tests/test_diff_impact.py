@@ -62,7 +62,7 @@ def test_flipped_matrix_cell_adds_exactly_the_expected_identity(tmp_path):
         assert add["caused_by"] == [CELL] and add["link"] == "direct"
         assert add["new"]["rule_loc"].endswith(f"/p/rw.yaml:{ROW_LINE(new)}")
         item = next(i for i in doc["rules"]["items"] if i["id"] == CELL)
-        assert item["impact"] == {"added": 1, "removed": 0, "changed": 0, "graphs": 1}
+        assert item["impact"] == {"added": 1, "removed": 0, "changed": 0, "removals": 0, "diagnostics": 0, "graphs": 1}
         assert doc["gates"]["added-isolation"] and not doc["gates"]["removed-isolation"]
 
 
@@ -89,7 +89,7 @@ def test_renamed_typing_rule_changes_the_same_isolation(tmp_path):
     gr = doc["impact"]["graphs"][0]
     assert gr["counts"]["added"] == gr["counts"]["removed"] == 0
     (ch,) = gr["changed"]
-    assert ch["position"]["producer"] == "c:0" and ch["what"] == ["reason"]
+    assert ch["position"]["producer"] == "c:0" and ch["what"] == ["output_rule"]
     assert ch["caused_by"] == ["rw_conflict.output_rules[rw/out/constant]"] and ch["link"] == "direct"
 
 

@@ -77,7 +77,8 @@ def compute(old, new, graph_args, options: dict, passes, jobs: int, quiet: bool 
     from .packdiff import PackSide, diff_packs
     from .render import build_document
 
-    diff = diff_packs(old, new)
+    sides = PackSide(old), PackSide(new)
+    diff = diff_packs(old, new, sides)
     impact = linker = None
     if graph_args:
         graphs = collect_graphs(graph_args)
@@ -96,5 +97,5 @@ def compute(old, new, graph_args, options: dict, passes, jobs: int, quiet: bool 
                 algo = ALGORITHMS.get(spec.algorithm)
                 if algo is not None:
                     sections[pid] = algo.section
-        linker = Linker(diff.changes, PackIndex(PackSide(old)), PackIndex(PackSide(new)), sections)
+        linker = Linker(diff.changes, PackIndex(sides[0]), PackIndex(sides[1]), sections)
     return build_document(diff, old, new, impact, linker, options, passes)

@@ -72,14 +72,16 @@ def why_text(reason: dict) -> str:
     return ", ".join(facts[:4])
 
 
+# Note [decisive facts]: a rewrite rule's provenance also carries its step's `let`
+# values, which a pack change may alter while the same rule still makes the same
+# node; only the facts that say why the node exists make an isolation "changed".
+DECISIVE = ("kind", "decision", "cell", "output_rw", "input_rw", "output_rule", "input_rule",
+            "checker", "pair", "pair_rule")
+
+
 def _sig(reason: dict, rename) -> tuple:
     """Decisive facts, without locations (a moved line is no change) or generated names."""
-    out = []
-    for k, v in sorted(reason.items()):
-        if k.endswith("_loc") or k in ("symbol", "symbol_anchors", "a", "b", "why"):
-            continue
-        out.append((k, _norm(v, rename)))
-    return tuple(out)
+    return tuple((k, _norm(reason[k], rename)) for k in DECISIVE if k in reason)
 
 
 def _norm(v: Any, rename) -> Any:
@@ -214,7 +216,9 @@ def match_insertions(old: list[dict], new: list[dict]) -> dict:
                 a.remove(x)
                 b.remove(same)
         for x, y in zip(a, b):
-            what = [f for f in ("type", "pass", "rule") if x[f] != y[f]] or ["reason"]
+            facts = dict(x["sig"]), dict(y["sig"])
+            what = [f for f in ("type", "pass", "rule") if x[f] != y[f]] + \
+                [k for k in DECISIVE if facts[0].get(k) != facts[1].get(k)]
             changed.append({"position": _position(key, x), "old": _public(x), "new": _public(y), "what": what})
         removed += [{"position": _position(key, x), "old": _public(x)} for x in a[len(b):]]
         added += [{"position": _position(key, y), "new": _public(y)} for y in b[len(a):]]

@@ -50,8 +50,9 @@ def raw_refs(pass_id: str, rule: str, rule_loc: str, reason: dict) -> list[str]:
     if rule_loc:
         out.update(loc_text_refs(rule_loc))
     for key, v in reason.items():
-        vals = v if isinstance(v, list) else [v]
-        for x in vals:
+        if isinstance(v, list) and not key.endswith("_marks"):
+            continue             # anchor lists (a symbol's members, ...) cite no rule
+        for x in v if isinstance(v, list) else [v]:
             if not isinstance(x, str):
                 continue
             m = _CITE.match(x)
@@ -174,6 +175,8 @@ class Linker:
         self.by_old: dict[str, list[int]] = {}
         self.by_new: dict[str, list[int]] = {}
         for i, c in enumerate(changes):
+            if c.cosmetic:       # doc text cannot change what a pass does
+                continue
             for r in c.old_refs:
                 if not r.startswith("section:"):
                     self.by_old.setdefault(r, []).append(i)
@@ -199,5 +202,5 @@ class Linker:
         if via:
             return [self.changes[i].id for i in via], "pass"
         section = self.pass_sections.get(pass_id)
-        cands = [c.id for c in self.changes if section and c.section == section]
+        cands = [c.id for c in self.changes if section and c.section == section and not c.cosmetic]
         return (cands, "candidate") if cands else ([], "none")

@@ -39,6 +39,7 @@ class Change:
     new_refs: frozenset = frozenset()
     content: str = ""         # canonical content, for rename/move detection only
     entry: bool = True        # a whole entry (rename/move candidates), not a field set
+    cosmetic: bool = False    # only `doc` text or the pack's name/version/description changed
 
 
 @dataclass
@@ -59,5 +60,5 @@ class PackDiff:
     notes: list[tuple[str, str]] = field(default_factory=list)   # CHANGES.md entries new in NEW
 
     def semantic(self) -> list[Change]:
-        """Rule changes proper (pack.yaml's name/version/description left out)."""
-        return [c for c in self.changes if not c.section == "pack.yaml" or c.key in ("include", "schema_version")]
+        """Rule changes proper: not doc text, not the pack's name/version/description."""
+        return [c for c in self.changes if not c.cosmetic]

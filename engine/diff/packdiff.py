@@ -83,9 +83,9 @@ class Differ:
     # ---- emitting --------------------------------------------------------------------
     def emit(self, section: str, table: str, key: str, kind: str, summary: str, *, keyed: bool = False,
              old: Side | None = None, new: Side | None = None, details=(), old_refs=(), new_refs=(),
-             content: str = "", entry: bool = True) -> Change:
+             content: str = "", entry: bool = True, cosmetic: bool = False) -> Change:
         c = Change(path_join(table, key, keyed) if key else table, section, table, key, kind, summary, old, new,
-                   tuple(details), frozenset(old_refs), frozenset(new_refs), content, entry)
+                   tuple(details), frozenset(old_refs), frozenset(new_refs), content, entry, cosmetic)
         self.out.append(c)
         return c
 
@@ -124,7 +124,7 @@ class Differ:
         path = path_join(table, key, keyed)
         o, n = self.o, self.n
         if isinstance(ov, dict) and isinstance(nv, dict):
-            fields, olocs, nlocs = [], [oloc], [nloc]
+            fields, names, olocs, nlocs = [], [], [oloc], [nloc]
             for k in _keys(ov, nv):
                 if k in skip:
                     continue
@@ -134,6 +134,7 @@ class Differ:
                     det = self.field(k, a, b, k in ov, k in nv)
                     if det:
                         fields += det
+                        names.append(str(k))
                         olocs.append(la)
                         nlocs.append(lb)
                 elif k not in ov:
@@ -143,12 +144,12 @@ class Differ:
                 else:
                     self.compare(section, path, str(k), False, a, b, key_loc(ov, k) or la, key_loc(nv, k) or lb)
             if fields:
-                names = [t.split(":", 1)[0].strip() for s, t in fields if s in "~+-" and ":" in t]
                 summary = _summary(fields, names)
                 self.emit(section, table, key, "changed", summary, keyed=keyed,
                           old=Side(oloc, o.canon.text(ov), key, table), new=Side(nloc, n.canon.text(nv), key, table),
                           details=fields, old_refs=o.refs(section, table, key, olocs, ref),
-                          new_refs=n.refs(section, table, key, nlocs, ref), entry=False)
+                          new_refs=n.refs(section, table, key, nlocs, ref), entry=False,
+                          cosmetic=set(names) == {"doc"})
         elif isinstance(ov, list) and isinstance(nv, list) and not (is_flat(ov) and is_flat(nv)):
             self.list(section, path, ov, nv, oloc, nloc)
         else:
@@ -249,7 +250,8 @@ def _list_detail(k, a: list[str], b: list[str]) -> list[tuple[str, str]]:
 
 def _summary(fields: list[tuple[str, str]], names: list[str]) -> str:
     if len(fields) == 1 and len(fields[0][1]) <= 100:
-        return fields[0][1]
+        sign, text = fields[0]
+        return {"+": "added ", "-": "removed "}.get(sign, "") + text
     uniq = list(dict.fromkeys(n for n in names if n))
     if len(uniq) == 1 and all(s in "+-" for s, _ in fields):
         text = f"{uniq[0]}: " + " ".join(s + t.split(": ", 1)[-1] for s, t in fields)
@@ -312,8 +314,9 @@ def pack_info(src: PackSource) -> PackInfo:
                     str(src.folder), md.read_text(encoding="utf-8") if md.is_file() else None)
 
 
-def change_notes(old_md: str | None, new_md: str | None) -> list[tuple[str, str]]:
-    """CHANGES.md entries (`## VERSION ...` blocks) of NEW whose version OLD does not list."""
+def change_notes(old_md: str | None, new_md: str | None, same_pack: bool = True) -> list[tuple[str, str]]:
+    """CHANGES.md entries (`## VERSION ...` blocks) of NEW whose version OLD does not list
+    (all of them when the packs are different packs: their version logs are unrelated)."""
     def blocks(text):
         out, head, body = [], None, []
         for line in (text or "").splitlines():
@@ -328,20 +331,21 @@ def change_notes(old_md: str | None, new_md: str | None) -> list[tuple[str, str]
         return out
     def version(head: str) -> str:
         return head.split()[0] if head.split() else head
-    have = {version(h) for h, _ in blocks(old_md)}
+    have = {version(h) for h, _ in blocks(old_md)} if same_pack else set()
     return [(h, b) for h, b in blocks(new_md) if version(h) not in have]
 
 
-def diff_packs(old_src: PackSource, new_src: PackSource) -> PackDiff:
+def diff_packs(old_src: PackSource, new_src: PackSource, sides: tuple | None = None) -> PackDiff:
     from . import sections  # noqa: F401  (registers the specialised differs)
 
-    o, n = PackSide(old_src), PackSide(new_src)
+    o, n = sides or (PackSide(old_src), PackSide(new_src))
     d = Differ(o, n)
     for key in META_KEYS:
         a, b = o.manifest.get(key), n.manifest.get(key)
         det = d.field(key, a, b, key in o.manifest, key in n.manifest)
         if det:
             d.emit("pack.yaml", "pack", key, "changed", _summary(det, [key]), details=det, entry=False,
+                   cosmetic=key in ("name", "version", "description"),
                    old=Side(item_loc(o.manifest, key, None), o.canon.text(a)),
                    new=Side(item_loc(n.manifest, key, None), n.canon.text(b)))
     names = list(n.sections) + [s for s in o.sections if s not in n.sections]
@@ -354,7 +358,8 @@ def diff_packs(old_src: PackSource, new_src: PackSource) -> PackDiff:
             a, b = _load_side(o, file), _load_side(n, file)
             d.section(f"{name}:{file}", a, b, getattr(a, "loc", None), getattr(b, "loc", None))
     oi, ni = pack_info(old_src), pack_info(new_src)
-    return PackDiff(oi, ni, _unique_ids(pair_moves(d.out)), change_notes(oi.changes_md, ni.changes_md))
+    notes = change_notes(oi.changes_md, ni.changes_md, oi.name == ni.name)
+    return PackDiff(oi, ni, _unique_ids(pair_moves(d.out)), notes)
 
 
 def _unique_ids(changes: list[Change]) -> list[Change]:

@@ -41,6 +41,10 @@ def _rows(items: list[dict], anchors: dict[str, str]) -> dict:
     return {"rows": rows, "more": max(0, len(items) - ROWS)}
 
 
+def _cap(items: list[dict]) -> dict:
+    return {"rows": items[:ROWS], "more": max(0, len(items) - ROWS)}
+
+
 def page_view(doc: dict) -> dict:
     anchors = _anchors(doc)
     sections: list[dict] = []
@@ -62,6 +66,7 @@ def page_view(doc: dict) -> dict:
         for g in imp["graphs"]:
             view["graphs"].append({**g, "added_t": _rows(g["added"], anchors), "removed_t": _rows(g["removed"], anchors),
                                    "changed_t": _rows(g["changed"], anchors),
+                                   "gained_t": _cap(g["diagnostics"]["gained"]), "lost_t": _cap(g["diagnostics"]["lost"]),
                                    "open": any(g["counts"].values()) and len(imp["graphs"]) <= 12})
     view["gates"] = [k for k, v in doc["gates"].items() if v]
     return view

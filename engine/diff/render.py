@@ -16,6 +16,7 @@ from .source import PackSource
 
 SCHEMA = 1
 GATES = ("any", "rules", "impact", "removed-isolation", "added-isolation")
+NO_IMPACT = {"added": 0, "removed": 0, "changed": 0, "removals": 0, "diagnostics": 0, "graphs": 0}
 _LOCTEXT = re.compile(r"^(.+?):(\d+)(?::\d+)?$")
 
 
@@ -34,7 +35,7 @@ def _change(c: Change, o: PackSource, n: PackSource) -> dict:
     return {"id": c.id, "section": c.section, "table": c.table, "key": c.key, "kind": c.kind, "summary": c.summary,
             "old": _side(o, c.old), "new": _side(n, c.new),
             "details": [{"sign": s, "text": t} for s, t in c.details],
-            "impact": {"added": 0, "removed": 0, "changed": 0, "graphs": 0}}
+            "cosmetic": c.cosmetic, "impact": dict(NO_IMPACT)}
 
 
 def _rec(src: PackSource, rec: dict) -> dict:
@@ -44,31 +45,42 @@ def _rec(src: PackSource, rec: dict) -> dict:
 
 
 def _link_graph(g: dict, linker: Linker, o: PackSource, n: PackSource, tally: dict) -> dict:
+    """Link one graph's differences. Note [indirect]: a difference whose own
+    provenance names no changed rule (a pass reacting to an earlier pass's new
+    node) is attributed to the graph's direct causes, marked `indirect`."""
     out = {k: g[k] for k in ("graph", "status", "messages", "skipped", "inserted")}
     hit: set[str] = set()
+    recs: list[tuple[dict, str]] = []
 
     def linked(item: dict, old: dict | None, new: dict | None, what: str) -> dict:
         rec = old or new
-        ids, how = linker.link(rec["pass"], old and old["refs"], new and new["refs"])
-        for i in ids if how in ("direct", "pass") else ():
-            tally.setdefault(i, {"added": 0, "removed": 0, "changed": 0, "graphs": set()})
-            tally[i][what] += 1
-            hit.add(i)
-        res = dict(item)
-        if old is not None:
-            res["old"] = _rec(o, old)
-        if new is not None:
-            res["new"] = _rec(n, new)
-        res["caused_by"], res["link"] = ids, how
+        res = {k: v for k, v in item.items() if k not in ("old", "new", "refs")}
+        if what in ("added", "removed", "changed"):
+            for key, side, src in (("old", old, o), ("new", new, n)):
+                if side is not None:
+                    res[key] = _rec(src, side)
+        res["caused_by"], res["link"] = linker.link(rec["pass"], old and old["refs"], new and new["refs"])
+        recs.append((res, what))
         return res
 
     out["added"] = [linked(x, None, x["new"], "added") for x in g["added"]]
     out["removed"] = [linked(x, x["old"], None, "removed") for x in g["removed"]]
     out["changed"] = [linked(x, x["old"], x["new"], "changed") for x in g["changed"]]
-    out["removals"] = {"new": [_plain(linker, r, n) for r in g["removals"]["new"]],
-                       "old": [_plain(linker, r, o) for r in g["removals"]["old"]]}
-    out["diagnostics"] = {"gained": [_plain(linker, d, n) for d in g["diagnostics"]["gained"]],
-                          "lost": [_plain(linker, d, o) for d in g["diagnostics"]["lost"]]}
+    out["removals"] = {"new": [linked(r, None, r, "removals") for r in g["removals"]["new"]],
+                       "old": [linked(r, r, None, "removals") for r in g["removals"]["old"]]}
+    out["diagnostics"] = {"gained": [linked(d, None, d, "diagnostics") for d in g["diagnostics"]["gained"]],
+                          "lost": [linked(d, d, None, "diagnostics") for d in g["diagnostics"]["lost"]]}
+    direct = sorted({i for res, _ in recs if res["link"] in ("direct", "pass") for i in res["caused_by"]})
+    for res, what in recs:
+        if res["link"] == "none" and direct:
+            res["caused_by"], res["link"] = direct, "indirect"
+        if res["link"] not in ("direct", "pass"):
+            continue
+        for i in res["caused_by"]:
+            t = tally.setdefault(i, {"added": 0, "removed": 0, "changed": 0, "removals": 0, "diagnostics": 0,
+                                     "graphs": set()})
+            t[what] += 1
+            hit.add(i)
     out["variables"] = g["variables"]
     v = g["variables"] or {}
     out["counts"] = {"added": len(out["added"]), "removed": len(out["removed"]), "changed": len(out["changed"]),
@@ -78,13 +90,6 @@ def _link_graph(g: dict, linker: Linker, o: PackSource, n: PackSource, tally: di
                      "variables_changed": sum(len(v.get(k, [])) for k in ("added", "removed", "changed"))}
     for i in hit:
         tally[i]["graphs"].add(g["graph"])
-    return out
-
-
-def _plain(linker: Linker, rec: dict, src: PackSource) -> dict:
-    ids, how = linker.link(rec["pass"], rec["refs"], rec["refs"])
-    out = {k: v for k, v in rec.items() if k != "refs"}
-    out["caused_by"], out["link"] = ids, how
     return out
 
 
@@ -109,8 +114,8 @@ def build_document(diff: PackDiff, o: PackSource, n: PackSource, impact: list[di
         for it in items:
             t = tally.get(it["id"])
             if t:
-                it["impact"] = {"added": t["added"], "removed": t["removed"], "changed": t["changed"],
-                                "graphs": len(t["graphs"])}
+                it["impact"] = {k: t[k] for k in NO_IMPACT if k != "graphs"}
+                it["impact"]["graphs"] = len(t["graphs"])
         doc["impact"] = {"options": dict(sorted(options.items())), "passes": passes,
                          "summary": _summary(graphs), "graphs": graphs}
     doc["gates"] = gates(doc)
@@ -128,7 +133,7 @@ def _summary(graphs: list[dict]) -> dict:
     for k in keys:
         s[k] = sum(g["counts"][k] for g in graphs)
     recs = [x for g in graphs for part in ("added", "removed", "changed") for x in g[part]]
-    s["linked"] = sum(1 for x in recs if x["link"] in ("direct", "pass"))
+    s["linked"] = sum(1 for x in recs if x["link"] in ("direct", "pass", "indirect"))
     s["unlinked"] = len(recs) - s["linked"]
     s["failed"] = {side: sum(1 for g in graphs if g["status"][side] != "ok") for side in ("old", "new")}
     return s
@@ -171,8 +176,10 @@ def text_summary(doc: dict, limit: int = 8) -> str:
             lines.append(f"  {section}")
         where = " ↔ ".join(x for x in ((it["old"] or {}).get("loc", "—") or "—", (it["new"] or {}).get("loc", "—") or "—"))
         imp = it["impact"]
-        tail = f"  [+{imp['added']} −{imp['removed']} ~{imp['changed']} in {imp['graphs']} graph(s)]" if imp["graphs"] else ""
-        lines.append(f"    {SIGN.get(it['kind'], '?')} {it['id']}: {it['summary']}{tail}")
+        tail = (f"  [isolation +{imp['added']} −{imp['removed']} ~{imp['changed']}, diagnostics {imp['diagnostics']}, "
+                f"removals {imp['removals']} in {imp['graphs']} graph(s)]") if imp["graphs"] else ""
+        mark = " (doc only)" if it["cosmetic"] else ""
+        lines.append(f"    {SIGN.get(it['kind'], '?')} {it['id']}: {it['summary']}{mark}{tail}")
         lines.append(f"        {where}")
         for d in it["details"][:limit]:
             lines.append(f"        {d['sign']} {d['text']}")
@@ -213,8 +220,10 @@ def _graph_text(g: dict, limit: int) -> list[str]:
     total = c["added"] + c["removed"] + c["changed"]
     if total > shown:
         out.append(f"    … {total - shown} more (see --json / --html)")
-    for d in g["diagnostics"]["gained"][:3]:
-        out.append(f"    + diagnostic {d['code']}: {d['message']}")
-    for d in g["diagnostics"]["lost"][:3]:
-        out.append(f"    - diagnostic {d['code']}: {d['message']}")
+    for sign, part in (("+", "gained"), ("-", "lost")):
+        ds = g["diagnostics"][part]
+        for d in ds[:3]:
+            out.append(f"    {sign} diagnostic {d['code']}: {d['message']} ← {', '.join(d['caused_by'][:3]) or '?'} [{d['link']}]")
+        if len(ds) > 3:
+            out.append(f"    … {len(ds) - 3} more diagnostic(s) {part}")
     return out

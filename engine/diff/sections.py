@@ -79,7 +79,7 @@ def diff_layout(d: Differ, section: str, ov: dict, nv: dict) -> set:
         refs = (f"pair:{_pair_key(pair)}",)
         kind = "changed" if ka.startswith("registered") and kb.startswith("registered") else "moved"
         verb = "re-pointed" if kind == "changed" else "moved"
-        d.emit(section, path, name, kind, f"{name}: {verb} {ka} → {kb}", keyed=True,
+        d.emit(section, path, name, kind, f"{verb} {ka} → {kb}", keyed=True,
                old=Side(la, ka, name, _table_of(section, ka)), new=Side(lb, kb, name, _table_of(section, kb)),
                details=(("-", f"{name}: {ka}" + (f" ({d.o.src.show_loc(la)})" if la else "")),
                         ("+", f"{name}: {kb}" + (f" ({d.n.src.show_loc(lb)})" if lb else ""))),

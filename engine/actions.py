@@ -320,8 +320,16 @@ class Rewriter:
         return node
 
     def topo_sort(self, graph: Graph) -> Graph:
-        if surgery.topo_sort(graph) is None:
-            raise PassFailure(self.pass_id, f"graph '{graph.name}' has a cycle; it cannot be sorted topologically")
+        """ComputeGraph::TopologicalSorting: the graph and the subgraphs below it are sorted,
+        then their nodes are numbered 0..n-1 in GetAllNodes order (from the root: one
+        numbering for the whole model, as surgery.topo_sort_model)."""
+        model = graph.model
+        for g in [graph] + model.all_subgraphs(graph):
+            if surgery.topo_sort(g, assign_ids=False) is None:
+                raise PassFailure(self.pass_id, f"graph '{g.name}' has a cycle; it cannot be sorted topologically")
+        for i, n in enumerate(model.all_nodes(graph)):
+            if n.op.id != i:
+                n.op.id = i
         return graph
 
 

@@ -107,11 +107,10 @@ def _registry_atomic(ctx, node) -> bool:
 
 def _sym(ctx):
     from .symbols import symbol_builder
-    cache = getattr(ctx, "_query_symbols", None)
-    if cache is None:
-        cache = symbol_builder(ctx)
-        ctx._query_symbols = cache
-    return cache
+    sym = ctx.extras.get("queries.symbol_builder")
+    if sym is None:
+        sym = ctx.extras["queries.symbol_builder"] = symbol_builder(ctx)
+    return sym
 
 
 def _q(name, arity, doc, factory):

@@ -352,7 +352,7 @@ class AtomicPass:
 
 
 def run(ctx, graph: Graph, cfg: AtomicConfig, spec) -> None:
-    states = ctx.__dict__.setdefault("_atomic_state", {})
+    states = ctx.extras.setdefault("atomic_clean.state", {})
     if graph.is_root or spec.id not in states:
         states[spec.id] = _State(ctx, cfg, spec)
     AtomicPass(ctx, cfg, spec, states[spec.id], graph).run()

@@ -407,9 +407,9 @@ def to_json(v: Any) -> Any:
 def compiled(ctx, family: Family, spec) -> _Compiled:
     """One compiled rule set per run and pass (the runner calls `run` once per graph).
 
-    Note [per-run cache]: the cache lives on the RunContext, so a new run (new
-    options, new model) compiles afresh."""
-    cache = ctx.__dict__.setdefault("_rewrite_compiled", {})
+    Note [per-run cache]: the cache lives in the RunContext's extras, so a new run
+    (new options, new model) compiles afresh."""
+    cache = ctx.extras.setdefault("rewrite.compiled", {})
     key = (family.section, spec.id)
     if key not in cache:
         name = spec.config or spec.id

@@ -17,12 +17,14 @@ Per graph (the runner calls it for the root and then each subgraph):
    every HCCL atomic node and before every successor of an input-less Data or
    Variable.
 
-Clean nodes are added at the graph front (after a leading Data), named
-[<graph>_]<base><session id><run-wide counter>[<index>]; they are MemSet nodes when
-the kernel store supports MemSet, AtomicAddrClean nodes otherwise.
+Clean nodes are added at the graph front (after a leading Data) and named by the
+pack's templates (GE: [<graph>_]<base><session id><counter>, plus the index the loop
+and dispersed cases append); they are MemSet nodes when the kernel store supports
+MemSet, AtomicAddrClean nodes otherwise.
 """
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -30,7 +32,7 @@ from . import Algorithm, register
 from ..actions import _set_value
 from ..context import Diagnostic, Insertion
 from ..dsl import Compiler, Expr, Scope
-from ..errors import Collector, Loc, PassFailure
+from ..errors import Collector, Loc, PassFailure, did_you_mean
 from ..graph import Graph, Node
 from ..pack import Pack, parse_rule_expr, register_rule_id
 from ..primitives import bound_functions, attr_value
@@ -56,6 +58,9 @@ PREDICATES = {
 }
 
 
+NAME_FIELDS = ("prefix", "base", "session", "n", "index")
+
+
 @dataclass(frozen=True, slots=True)
 class CleanOp:
     type: str
@@ -75,6 +80,8 @@ class AtomicConfig:
     session_attr: str
     memset: CleanOp
     fallback: CleanOp
+    names: dict[str, str]
+    subgraph_prefix: str
     loc: Loc
 
 
@@ -95,6 +102,10 @@ def load(value: Any, pack: Pack, errors: Collector) -> AtomicConfig | None:
             ("atomic_output_attr", "mark_atomic", "mark_gentask", "stream_label_attr", "session_attr")}
     memset = _clean_op(r.get("memset", dict, None, required=True), "atomic_clean.memset", errors, r.loc)
     fallback = _clean_op(r.get("fallback", dict, None, required=True), "atomic_clean.fallback", errors, r.loc)
+    nr = Reader(r.get("names", dict, {}, required=True), "atomic_clean.names", errors, r.loc)
+    names = {k: _template(nr, k, NAME_FIELDS, errors) for k in ("shared", "dispersed", "loop")}
+    nr.done()
+    prefix = _template(r, "subgraph_prefix", ("graph",), errors)
     r.done()
     for rid in ("atomic/shared", "atomic/dispersed", "atomic/loop"):
         register_rule_id(pack, rid, r.loc, errors)
@@ -103,7 +114,21 @@ def load(value: Any, pack: Pack, errors: Collector) -> AtomicConfig | None:
         comp.check(e)
     if errors or memset is None or fallback is None:
         return None
-    return AtomicConfig(preds, locs, memset=memset, fallback=fallback, loc=r.loc, **keys)
+    return AtomicConfig(preds, locs, memset=memset, fallback=fallback, names=names, subgraph_prefix=prefix,
+                        loc=r.loc, **keys)
+
+
+def _template(r: Reader, key: str, fields: tuple[str, ...], errors: Collector) -> str:
+    text = str(r.get(key, str, "", required=True))
+    try:
+        used = [f for _, f, _, _ in string.Formatter().parse(text) if f is not None]
+    except ValueError as exc:
+        errors.error(r.value_loc(key), f"{key}: bad name template: {exc}", "write fields as {name}")
+        return text
+    for f in used:
+        if f not in fields:
+            errors.error(r.value_loc(key), f"{key}: unknown name field '{{{f}}}'", did_you_mean(f, fields, "name fields"))
+    return text
 
 
 def _clean_op(value: Any, what: str, errors: Collector, fallback: Loc) -> CleanOp | None:
@@ -223,7 +248,7 @@ class AtomicPass:
         for node in atomic:
             if self.skip_in_loop(node) or self.all_connect_hccl(node):
                 continue
-            clean = self.add_clean(str(index))
+            clean = self.add_clean("loop", index)
             self.link(node, clean)
             self.record(clean, "atomic/loop", "output_only", [node], {
                 "kind": "loop", "atomic_node": node.name,
@@ -238,7 +263,7 @@ class AtomicPass:
             if self.all_connect_hccl(node):
                 continue
             if self.pred("dispersed", node) and node not in hcom:
-                clean = self.add_clean("_" + str(index))
+                clean = self.add_clean("dispersed", index)
                 index += 1
                 self.link(node, clean)
                 dispersed.append(node)
@@ -251,7 +276,7 @@ class AtomicPass:
                 common.append(node)
         if not common:
             return
-        clean = self.add_clean("")
+        clean = self.add_clean("shared", 0)
         for node in common:
             self.link(node, clean)
         peers = self.link_hcom_peers(clean)
@@ -312,18 +337,18 @@ class AtomicPass:
         if self.state.loop and key in node.op.attr and node.op.attr[key].WhichOneof("value") == "s":
             clean.op.attr[key].CopyFrom(node.op.attr[key])
 
-    def add_clean(self, suffix: str) -> Node:
-        """InsertAtomicMemsetNode + the caller's renaming; AddNodeFront."""
+    def add_clean(self, kind: str, index: int) -> Node:
+        """InsertAtomicMemsetNode + the caller's renaming (the pack's `names`); AddNodeFront."""
         g = self.graph
         op_spec = self.cfg.memset if self.pred("use_memset") else self.cfg.fallback
         session = attr_value(g.attr(self.cfg.session_attr)) if self.cfg.session_attr else None
         session = session if isinstance(session, str) else ""
-        prefix = g.name + "_" if g.parent_node is not None else ""
-        n = self.ctx.next_count("atomic_clean") + 1
-        name = f"{prefix}{op_spec.name}{session}{n}{suffix}"
-        while name in g.by_name:           # Note [unique names] (insertion.py)
-            n = self.ctx.next_count("atomic_clean") + 1
-            name = f"{prefix}{op_spec.name}{session}{n}{suffix}"
+        prefix = self.cfg.subgraph_prefix.format(graph=g.name) if g.parent_node is not None else ""
+        while True:                        # Note [unique names] (insertion.py)
+            n = self.ctx.next_count("atomic_clean") + 1      # GE pre-increments a process-wide counter
+            name = self.cfg.names[kind].format(prefix=prefix, base=op_spec.name, session=session, n=n, index=index)
+            if name not in g.by_name:
+                break
         op = pb.OpDef(name=name, type=op_spec.type)
         for key, value in op_spec.attrs:
             _set_value(op.attr[key], value)

@@ -22,9 +22,15 @@ def run_var_is_initialized(graph: Graph, mgr: VarManager,
     unique after insertions, so we key by node.
     """
     types = mgr.policy.op_types
-    inited = {} if inited is None else inited
     changes: list[Change] = []
-    for node in graph.node_list():
+    nodes = graph.node_list()
+    # Note [no work without VarIsInitializedOp]: the inited sets are only read when
+    # replacing such a node; propagating them is O(nodes × variables), so a run that
+    # does not ask for them skips it when there is nothing to replace
+    if inited is None and not any(n.type in types.var_is_initialized for n in nodes):
+        return changes
+    inited = {} if inited is None else inited
+    for node in nodes:
         _update_inited(node, inited, types.init_writer)
         if node.type in types.var_is_initialized:
             changes.append(_replace(node, mgr, inited))

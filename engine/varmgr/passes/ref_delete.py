@@ -9,6 +9,8 @@ A ref whose source variable is not in the graph fails (INTERNAL_ERROR in GE).
 """
 from __future__ import annotations
 
+import weakref
+
 from ...errors import PassFailure
 from ...graph import Graph, Model
 from ...surgery import remove_node
@@ -20,10 +22,23 @@ PASS_ID = "variable_ref_delete"
 RULE = "var/ref-into-writer-desc"
 
 
+_SOURCES: "weakref.WeakKeyDictionary[Model, set[str]]" = weakref.WeakKeyDictionary()
+
+
+def _sources(model: Model, variables, key: str) -> set[str]:
+    """Names of the source variables, computed once per model (the pass runs on every
+    subgraph and removes only VariableRefs, never sources)."""
+    got = _SOURCES.get(model)
+    if got is None:
+        got = {n.name for n in model.all_nodes() if n.type in variables and attr_str(n.op.attr, key) is None}
+        _SOURCES[model] = got
+    return got
+
+
 def run_variable_ref_delete(model: Model, graph: Graph, policy: VarPolicy) -> list[Change]:
     key = policy.attrs.ref_var_src_var_name
     variables = policy.op_types.variable
-    sources = {n.name for n in model.all_nodes() if n.type in variables and attr_str(n.op.attr, key) is None}
+    sources = _sources(model, variables, key)
     changes: list[Change] = []
     for node in graph.node_list():
         src = attr_str(node.op.attr, key) if node.type in variables else None

@@ -207,3 +207,12 @@ def test_engine_names_no_op_type():
     for f in ENGINE_FILES:
         quoted = set(re.findall(r"[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']", (ROOT / f).read_text()))
         assert not (quoted & types), (f, sorted(quoted & types))
+
+
+def test_pass_failure_is_exit_1_naming_the_node(capsys):
+    from engine.cli import main
+    assert main(["run", str(CASES / "hccl" / "HM-07b.yaml"), "--passes", "hccl_memcpy", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "pass hccl_memcpy failed at node 'hb': an input has no producer" in err
+    assert main(["run", str(CASES / "subgraph" / "own-while-no-body.yaml"), "--passes", "subgraph", "--quiet"]) == 1
+    assert "pass subgraph failed at node 'w': the While has no body subgraph" in capsys.readouterr().err

@@ -30,7 +30,7 @@ from . import surgery
 from .context import Diagnostic, Insertion, anchor_ref
 from .errors import Loc, PassFailure
 from .graph import Graph, InAnchor, Node, OutAnchor
-from .insertion import InsertSpec, apply_neighbour_attrs, clean_desc, _unique_name
+from .insertion import InsertSpec, apply_neighbour_attrs, build_op
 from .primitives import PrimSpec, attr_value
 from .proto import ge_ir_pb2 as pb
 from .surgery_rules import SurgeryHooks
@@ -104,33 +104,8 @@ class Rewriter:
 
     def _op(self, spec: InsertSpec, graph: Graph, in_descs: list, out_descs: list, src: Node | None,
             fields: dict, in_names: list[str], out_names: list[str]) -> pb.OpDef:
-        fields = dict(fields)
-        fields.setdefault("graph", graph.name)
-        fields.setdefault("src", src.name if src is not None else "")
-        op = pb.OpDef(name=_unique_name(self.ctx, spec, graph, fields), type=spec.type)
-        for d in in_descs:
-            op.input_desc.add().CopyFrom(clean_desc(d, spec.keep_desc_attrs, spec.drop_desc_attrs))
-        for d in out_descs:
-            op.output_desc.add().CopyFrom(clean_desc(d, spec.keep_desc_attrs, spec.drop_desc_attrs))
-        for prefix, names in (("_input_name", in_names), ("_output_name", out_names)):
-            if not names:
-                continue
-            k = op.attr[prefix + "_key"].list
-            k.s.extend(n.encode() for n in names)
-            k.val_type = LV.VT_LIST_STRING
-            v = op.attr[prefix + "_value"].list
-            v.i.extend(range(len(names)))
-            v.val_type = LV.VT_LIST_INT
-        for key, value in spec.set_attrs:
-            _set_value(op.attr[key], value)
-        if src is not None:
-            for key in spec.copy_nonempty_from_src:
-                if key in src.op.attr:
-                    a = src.op.attr[key]
-                    if a.WhichOneof("value") == "s" and not a.s:
-                        continue
-                    op.attr[key].CopyFrom(a)
-        return op
+        return build_op(self.ctx, spec, graph, in_descs, src, fields, out_descs=out_descs,
+                        in_names=in_names, out_names=out_names)
 
     def _append(self, graph: Graph, op: pb.OpDef) -> Node:
         """ComputeGraph::AddNode: at the end, id = the node count before."""

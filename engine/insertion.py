@@ -114,19 +114,24 @@ def set_attr(op: pb.OpDef, key: str, value: Any) -> None:
 
 
 def build_op(ctx, spec: InsertSpec, graph: Graph, descs: list[pb.TensorDescriptor | None],
-             src: Node | None, fields: dict[str, Any]) -> pb.OpDef:
-    """A new OpDef per `spec`: one input/output pair per entry of `descs`."""
+             src: Node | None, fields: dict[str, Any], *, out_descs: list | None = None,
+             in_names: list[str] | None = None, out_names: list[str] | None = None) -> pb.OpDef:
+    """A new OpDef per `spec`: inputs described by `descs`, outputs by `out_descs`
+    (default: the same), ports named from the spec unless names are given."""
+    out_descs = descs if out_descs is None else out_descs
+    in_names = port_names(spec.inputs, len(descs)) if in_names is None else in_names
+    out_names = port_names(spec.outputs, len(out_descs)) if out_names is None else out_names
     fields = dict(fields)
     fields.setdefault("graph", graph.name)
     fields.setdefault("src", src.name if src is not None else "")
-    name = _unique_name(ctx, spec, graph, fields)
-    op = pb.OpDef(name=name, type=spec.type)
+    op = pb.OpDef(name=_unique_name(ctx, spec, graph, fields), type=spec.type)
     for d in descs:
         op.input_desc.add().CopyFrom(clean_desc(d, spec.keep_desc_attrs, spec.drop_desc_attrs))
+    for d in out_descs:
         op.output_desc.add().CopyFrom(clean_desc(d, spec.keep_desc_attrs, spec.drop_desc_attrs))
-    ins = port_names(spec.inputs, len(descs))
-    outs = port_names(spec.outputs, len(descs))
-    for prefix, names in (("_input_name", ins), ("_output_name", outs)):
+    for prefix, names in (("_input_name", in_names), ("_output_name", out_names)):
+        if not names:
+            continue
         k = op.attr[prefix + "_key"].list
         k.s.extend(n.encode() for n in names)
         k.val_type = pb.AttrDef.ListValue.VT_LIST_STRING

@@ -1,7 +1,6 @@
 """Readable renderings of a pack (`memconflict rules show`, `memconflict pipeline`)."""
 from __future__ import annotations
 
-from .algorithms import ALGORITHMS
 from .dsl import Compiler, Scope
 from .errors import Collector
 from .pack import Pack

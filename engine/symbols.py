@@ -11,12 +11,12 @@ named after its first anchor, and a union keeps the larger group's name.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .registry import register_section
 from .dsl import Compiler, Expr, Scope
 from .errors import Collector, Loc
-from .graph import Graph, InAnchor, Model, Node, OutAnchor
+from .graph import Graph, Model, Node, OutAnchor
 from .pack import Pack, Rule, load_rules, parse_rule_expr
 from .primitives import bound_functions, node_attr
 from .rulelist import check_rules, compile_rules

@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from .errors import Collector, InputError, Loc, Problem, display_path
+from .errors import Collector, Loc, display_path
 from .graph import Model
 from .pack import Pack
 from .primitives import ENGINE_ATTR, attr_value

@@ -15,7 +15,7 @@ no op type.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from . import Algorithm, register
 from ..context import Insertion, Removal, anchor_ref

@@ -64,7 +64,7 @@ class OutAnchor:
 
 
 class Node:
-    __slots__ = ("name", "type", "op", "graph", "ins", "outs", "in_ctrl", "out_ctrl",
+    __slots__ = ("name", "type", "op", "graph", "ins", "outs", "in_ctrl", "out_ctrl", "out_ctrl_set",
                  "subgraphs", "prev", "next", "dirty", "_ports", "alive")
 
     def __init__(self, op: pb.OpDef, graph: "Graph"):
@@ -76,6 +76,7 @@ class Node:
         self.outs: list[OutAnchor] = [OutAnchor(self, i) for i in range(len(op.output_desc))]
         self.in_ctrl: list[Node] = []
         self.out_ctrl: list[Node] = []
+        self.out_ctrl_set: set[Node] = set()     # membership of out_ctrl (kept by engine.surgery)
         self.subgraphs: list[Graph | None] = []   # by subgraph index; None = empty name
         self.prev: Node | None = None
         self.next: Node | None = None

@@ -41,22 +41,24 @@ def replace_peer(src: OutAnchor, old: InAnchor, new: InAnchor) -> None:
 
 # ---- control edges ----------------------------------------------------------
 def link_ctrl(a: Node, b: Node) -> None:
-    if b in a.out_ctrl:
+    if b in a.out_ctrl_set:
         return
     a.out_ctrl.append(b)
+    a.out_ctrl_set.add(b)
     b.in_ctrl.append(a)
     b.dirty = True
 
 
 def unlink_ctrl(a: Node, b: Node) -> None:
     a.out_ctrl.remove(b)
+    a.out_ctrl_set.discard(b)
     b.in_ctrl.remove(a)
     b.dirty = True
 
 
 def connected(a: Node, b: Node) -> bool:
     """a → b by a data or control edge."""
-    if b in a.out_ctrl:
+    if b in a.out_ctrl_set:
         return True
     return any(p.node is b for o in a.outs for p in o.peers)
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import Algorithm, register
+from .. import surgery
 from ..actions import _set_value
 from ..context import Diagnostic, Insertion
 from ..dsl import Compiler, Expr, Scope
@@ -167,7 +168,6 @@ class AtomicPass:
         self.p = state.p
         self.hcom: list[Node] = []        # hcom_node_vec_ (cleared per graph)
         self.hcom_set: set[Node] = set()
-        self.linked: dict[Node, set[Node]] = {}   # clean node → its control successors
         self.gentask: list[Node] = []     # need_gentask_atomic_node_
 
     def pred(self, name: str, node: Node | None = None) -> bool:
@@ -316,18 +316,11 @@ class AtomicPass:
         return out
 
     def link_ctrl(self, clean: Node, node: Node) -> bool:
-        """A control edge clean → node unless there is one. Note [clean fan-out]: a shared
-        clean node gets an edge to a good part of the graph; its successors are kept in a
-        set, so linking is not quadratic (surgery.link_ctrl scans the successor list)."""
-        linked = self.linked.get(clean)
-        if linked is None:
-            linked = self.linked[clean] = set(clean.out_ctrl)
-        if node in linked:
+        """A control edge clean → node unless there is one (surgery keeps a membership
+        set per node, so a clean node's large fan-out links in linear time)."""
+        if node in clean.out_ctrl_set:
             return False
-        linked.add(node)
-        clean.out_ctrl.append(node)
-        node.in_ctrl.append(clean)
-        node.dirty = True
+        surgery.link_ctrl(clean, node)
         return True
 
     def link(self, node: Node, clean: Node) -> None:

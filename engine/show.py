@@ -36,6 +36,14 @@ def show_pack(pack: Pack) -> str:
             lines.append("")
             lines += render(cfg)
     lines.append("")
+    lines.append("rules by file:")
+    by_file: dict[str, list[str]] = {}
+    for rid, loc in sorted(pack.rule_ids.items(), key=lambda t: (t[1].file, t[1].line)):
+        by_file.setdefault(loc.file, []).append(f"{rid} (line {loc.line})")
+    for file, ids in by_file.items():
+        lines.append(f"  {file}: {len(ids)} rule(s)")
+        lines += [f"    {i}" for i in ids]
+    lines.append("")
     lines.append(show_pipeline(pack, {}))
     return "\n".join(lines)
 

@@ -7,6 +7,7 @@ runs in order, each step gated by its DSL `gate` over the options.
 """
 from __future__ import annotations
 
+import gc
 import time
 
 from .algorithms import ALGORITHMS
@@ -68,6 +69,8 @@ def run_passes(ctx: RunContext, passes: list[PassSpec]) -> None:
         done_before = len(ctx.insertions), len(ctx.removals)
         t0 = time.perf_counter()
         status, message = "ok", ""
+        gc_was = gc.isenabled()
+        gc.disable()        # Note [gc]: passes allocate much and free little; collect once after
         try:
             algo.run(ctx, ctx.model.root, cfg, spec)
             if spec.scope == "graph":
@@ -80,6 +83,9 @@ def run_passes(ctx: RunContext, passes: list[PassSpec]) -> None:
             status, message = "warned", str(exc)
             ctx.diagnostics.append(Diagnostic("PASS_FAILED", "warning", str(exc), spec.id,
                                               {"node": exc.node} if exc.node else {}))
+        finally:
+            if gc_was:
+                gc.enable()
         ctx.pass_runs.append(PassRun(spec.id, ctx.model.root.name, time.perf_counter() - t0,
                                      len(ctx.insertions) - done_before[0], len(ctx.removals) - done_before[1],
                                      status, message))

@@ -127,3 +127,24 @@ def test_shipped_dumps_and_jobs_give_byte_identical_json(tmp_path):
         for x in g["added"]:
             assert x["caused_by"] == [pair] and x["new"]["rule"] == "layout/absolute", x
     assert doc["impact"]["summary"]["unlinked"] == 0
+
+
+def test_variable_plan_differences_and_cited_paths(tmp_path):
+    # a wider alignment moves every variable; diagnostics that only cite the other
+    # pack's file names are the same diagnostics
+    new = edited_pack(tmp_path, {"variables.yaml": [("  align: 512 ", "  align: 1024 ")]})
+    doc = _run(shipped(), new, [str(ROOT / "examples/train_step.pbtxt")])
+    g = doc["impact"]["graphs"][0]
+    assert g["counts"]["added"] == g["counts"]["removed"] == 0
+    assert g["diagnostics"] == {"gained": [], "lost": []}
+    v = g["variables"]
+    assert v["changed"] and not v["added"] and not v["removed"]
+    assert all(x["old"]["offset"] != x["new"]["offset"] or x["old"]["offset"] == 0 for x in v["changed"])
+    assert v["caused_by"] == ["var_policy:variables.yaml.memory"] and v["link"] == "candidate"
+
+
+def test_unknown_pass_id_is_bad_input(tmp_path):
+    import pytest
+    from engine.errors import InputError
+    with pytest.raises(InputError, match="unknown pass id 'mem_rw_conflcit' .in neither pack."):
+        _run(shipped(), shipped(), [_graph(tmp_path)], ["mem_rw_conflcit"])

@@ -1,6 +1,7 @@
 """Helpers for the diff tests (no tests here): edited copies of the shipped pack, and diffs of them."""
 from __future__ import annotations
 
+import atexit
 import shutil
 from pathlib import Path
 
@@ -9,6 +10,14 @@ from engine.diff.source import PackSource, load_source, open_source
 from engine.resources import default_pack_dir
 
 _LOADED: dict[str, PackSource] = {}
+_OPENED: list[PackSource] = []
+
+
+@atexit.register
+def _close_all() -> None:
+    """Sources are copied to temporary folders (Note [snapshot]); remove them."""
+    for src in _OPENED:
+        src.close()
 
 
 def edited_pack(root: Path, edits: dict[str, list[tuple[str, str]]], name: str = "p") -> Path:
@@ -31,6 +40,7 @@ def source(path) -> PackSource:
     if key == str(default_pack_dir()) and key in _LOADED:
         return _LOADED[key]
     src = open_source(key)
+    _OPENED.append(src)
     load_source(src)
     if key == str(default_pack_dir()):
         _LOADED[key] = src

@@ -12,6 +12,8 @@ import sys
 from ..errors import InputError, Loc, Problem
 from .render import GATES
 
+VAR_ALGORITHM = "variable_pass"     # its run-wide session is what a variable plan is read from
+
 
 def add_command(sub) -> None:
     d = sub.add_parser("diff", help="semantic diff of two rule packs, and what it changes on graphs")
@@ -80,6 +82,12 @@ def compute(old, new, graph_args, options: dict, passes, jobs: int, quiet: bool 
     sides = PackSide(old), PackSide(new)
     diff = diff_packs(old, new, sides)
     impact = linker = None
+    unknown = [p for p in passes or () if p not in old.pack.passes and p not in new.pack.passes]
+    if unknown:
+        from ..errors import did_you_mean
+        raise InputError([Problem(Loc("--passes"), f"unknown pass id '{p}' (in neither pack)",
+                                  did_you_mean(p, set(old.pack.passes) | set(new.pack.passes), "pass ids"))
+                          for p in unknown])
     if graph_args:
         graphs = collect_graphs(graph_args)
         preload(str(old.folder), old.pack)
@@ -97,5 +105,6 @@ def compute(old, new, graph_args, options: dict, passes, jobs: int, quiet: bool 
                 algo = ALGORITHMS.get(spec.algorithm)
                 if algo is not None:
                     sections[pid] = algo.section
-        linker = Linker(diff.changes, PackIndex(sides[0]), PackIndex(sides[1]), sections)
+        var = {ALGORITHMS[VAR_ALGORITHM].section} if VAR_ALGORITHM in ALGORITHMS else set()
+        linker = Linker(diff.changes, PackIndex(sides[0]), PackIndex(sides[1]), sections, var)
     return build_document(diff, old, new, impact, linker, options, passes)

@@ -167,7 +167,7 @@ def run_side(pack, graph_file: str, options: dict, passes: list[str] | None) -> 
             "key": (r.graph, pos.rename(r.name), r.type), "refs": raw_refs(r.pass_id, r.rule, "", r.reason)}
            for r in ctx.removals]
     diags = [{"code": d.code, "severity": d.severity, "message": d.message, "pass": d.pass_id,
-              "key": (d.code, d.severity, d.pass_id, " ".join(pos.rename(w) for w in d.message.split(" "))),
+              "key": (d.code, d.severity, d.pass_id, " ".join(pos.rename(w) for w in _CITE.sub("", d.message).split(" "))),
               "refs": raw_refs(d.pass_id, str(d.details.get("rule", "")), str(d.details.get("rule_loc") or ""), {})}
              for d in ctx.diagnostics]
     plan = _var_plan(ctx)

@@ -168,10 +168,12 @@ def _context(v: Any) -> bool:
 class Linker:
     """Matches provenance references against the changes' references."""
 
-    def __init__(self, changes: list[Change], old: PackIndex, new: PackIndex, pass_sections: dict[str, str]):
+    def __init__(self, changes: list[Change], old: PackIndex, new: PackIndex, pass_sections: dict[str, str],
+                 var_sections: set[str] = frozenset()):
         self.changes = changes
         self.old, self.new = old, new
         self.pass_sections = pass_sections
+        self.var_sections = set(var_sections)
         self.by_old: dict[str, list[int]] = {}
         self.by_new: dict[str, list[int]] = {}
         for i, c in enumerate(changes):
@@ -183,6 +185,10 @@ class Linker:
             for r in c.new_refs:
                 if not r.startswith("section:"):
                     self.by_new.setdefault(r, []).append(i)
+
+    def in_sections(self, sections: set[str]) -> list[str]:
+        """Changes in these sections (or files they point to, `section:file`)."""
+        return [c.id for c in self.changes if not c.cosmetic and c.section.split(":")[0] in sections]
 
     def link(self, pass_id: str, old_refs: list[str] | None, new_refs: list[str] | None) -> tuple[list[str], str]:
         """(change ids, how): `direct` through the deciding rule or what it uses,

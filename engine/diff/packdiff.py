@@ -92,13 +92,13 @@ class Differ:
     def added(self, section, table, key, keyed, value, loc, ref=(), what="entry"):
         n = self.n
         self.emit(section, table, key, "added", f"{_what(table, what)} {key} added", keyed=keyed,
-                  new=Side(loc, n.canon.text(value), key, table),
+                  new=Side(loc, _clip(n.canon.text(value)), key, table),
                   new_refs=n.refs(section, table, key, [loc], ref), content=self._content(n, value, keyed, table))
 
     def removed(self, section, table, key, keyed, value, loc, ref=(), what="entry"):
         o = self.o
         self.emit(section, table, key, "removed", f"{_what(table, what)} {key} removed", keyed=keyed,
-                  old=Side(loc, o.canon.text(value), key, table),
+                  old=Side(loc, _clip(o.canon.text(value)), key, table),
                   old_refs=o.refs(section, table, key, [loc], ref), content=self._content(o, value, keyed, table))
 
     @staticmethod
@@ -237,6 +237,11 @@ class Differ:
         return [("~", f"{k}: {ta} → {tb}")]
 
 
+def _clip(text: str, limit: int = 2000) -> str:
+    """An added/removed entry's text as shown (a whole new section can be long)."""
+    return text if len(text) <= limit else text[:limit] + f" … ({len(text) - limit} more characters)"
+
+
 def _keys(a: dict, b: dict) -> list:
     return list(b) + [k for k in a if k not in b]
 
@@ -310,8 +315,8 @@ def pair_moves(changes: list[Change]) -> list[Change]:
 def pack_info(src: PackSource) -> PackInfo:
     p = src.pack
     md = Path(src.folder) / "CHANGES.md"
-    return PackInfo(src.spec, p.name, p.version, p.schema_version, src.show(str(p.path)) if src.prefix else
-                    str(src.folder), md.read_text(encoding="utf-8") if md.is_file() else None)
+    return PackInfo(src.spec, p.name, p.version, p.schema_version, src.label,
+                    md.read_text(encoding="utf-8") if md.is_file() else None)
 
 
 def change_notes(old_md: str | None, new_md: str | None, same_pack: bool = True) -> list[tuple[str, str]]:

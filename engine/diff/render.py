@@ -41,6 +41,7 @@ def _change(c: Change, o: PackSource, n: PackSource) -> dict:
 def _rec(src: PackSource, rec: dict) -> dict:
     out = {k: v for k, v in rec.items() if k != "refs"}
     out["rule_loc"] = show_loc_text(src, rec.get("rule_loc", ""))
+    out["why"] = src.show_text(rec.get("why", ""))
     return out
 
 
@@ -55,6 +56,8 @@ def _link_graph(g: dict, linker: Linker, o: PackSource, n: PackSource, tally: di
     def linked(item: dict, old: dict | None, new: dict | None, what: str) -> dict:
         rec = old or new
         res = {k: v for k, v in item.items() if k not in ("old", "new", "refs")}
+        if "message" in res:
+            res["message"] = (o if old is not None else n).show_text(res["message"])
         if what in ("added", "removed", "changed"):
             for key, side, src in (("old", old, o), ("new", new, n)):
                 if side is not None:
@@ -83,6 +86,10 @@ def _link_graph(g: dict, linker: Linker, o: PackSource, n: PackSource, tally: di
             hit.add(i)
     out["variables"] = g["variables"]
     v = g["variables"] or {}
+    if any(v.get(k) for k in ("added", "removed", "changed")):
+        # Note [variable plan]: a plan records no rule per variable; the changes to
+        # the variable passes' sections are the candidates
+        out["variables"] = dict(v, caused_by=linker.in_sections(linker.var_sections), link="candidate")
     out["counts"] = {"added": len(out["added"]), "removed": len(out["removed"]), "changed": len(out["changed"]),
                      "removals_new": len(out["removals"]["new"]), "removals_old": len(out["removals"]["old"]),
                      "diagnostics_gained": len(out["diagnostics"]["gained"]),

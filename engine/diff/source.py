@@ -2,8 +2,13 @@
 current git repository (read with `git ls-tree` / `git show` into a temporary
 folder; nothing is checked out).
 
-A `PackSource` remembers how to show its files: a pack read from a revision
-cites `REV:rules/ge/rw.yaml:12`, not the temporary copy.
+Note [snapshot]: a folder is copied to a temporary folder too, and the pack is
+loaded from the copy. The diff reads the pack's YAML more than once (the loader,
+the located tables, workers that load it again); a pack being edited meanwhile
+would otherwise be diffed as a mix of two versions.
+
+A `PackSource` remembers how to show its files: the copy's paths are printed as
+the user named the pack — `rules/ge/rw.yaml:12`, `REV:rules/ge/rw.yaml:12`.
 """
 from __future__ import annotations
 
@@ -19,17 +24,22 @@ from ..errors import InputError, Loc, Problem, display_path
 @dataclass
 class PackSource:
     spec: str                 # as given on the command line
-    folder: Path              # where the pack's files are (a temp copy for REV:path)
-    prefix: str = ""          # display_path() of the temp root, for REV packs
-    rev: str = ""
+    folder: Path              # where the pack's files are read from (a temporary copy)
+    prefix: str = ""          # display_path() of the copy's root ...
+    shown: str = ""           # ... and what replaces it: "REV:" or "rules/"
+    label: str = ""           # the pack folder as shown: "rules/ge", "REV:rules/ge"
     tmp: str | None = None
     pack: object = field(default=None, repr=False)
 
     def show(self, file: str) -> str:
         """A file name as the engine prints it → as the user should read it."""
         if self.prefix and file.startswith(self.prefix + "/"):
-            return f"{self.rev}:{file[len(self.prefix) + 1:]}"
+            return self.shown + file[len(self.prefix) + 1:]
         return file
+
+    def show_text(self, text: str) -> str:
+        """Free text (a diagnostic, a reason) citing the copy's files."""
+        return text.replace(self.prefix + "/", self.shown) if self.prefix and self.prefix in text else text
 
     def show_loc(self, loc: Loc | None) -> str:
         if loc is None:
@@ -52,13 +62,29 @@ def _bad(spec: str, message: str, hint: str) -> InputError:
 
 def open_source(spec: str) -> PackSource:
     """A folder if `spec` names one, else `REV:path`."""
+    if Path(spec).name == "pack.yaml" and Path(spec).is_file():
+        return _snapshot(spec, Path(spec).parent)
     if Path(spec).is_dir():
-        return PackSource(spec, Path(spec))
+        return _snapshot(spec, Path(spec))
     rev, sep, path = spec.partition(":")
     if not sep or not rev:
         raise _bad(spec, f"'{spec}' is neither a pack folder nor REV:path",
                    "give a folder holding pack.yaml, or a git revision and path such as HEAD~1:rules/ge")
     return _from_git(spec, rev, path.strip("/") or ".")
+
+
+def _snapshot(spec: str, folder: Path) -> PackSource:
+    tmp = tempfile.mkdtemp(prefix="memconflict-diff-")
+    try:
+        root = Path(tmp, folder.resolve().name or "pack")
+        root.mkdir()
+        for f in sorted(folder.iterdir()):      # a pack is one folder of files
+            if f.is_file():
+                shutil.copyfile(f, root / f.name)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return PackSource(spec, root, display_path(root), display_path(folder) + "/", display_path(folder), tmp)
 
 
 def _from_git(spec: str, rev: str, path: str) -> PackSource:
@@ -89,7 +115,7 @@ def _from_git(spec: str, rev: str, path: str) -> PackSource:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return PackSource(spec, Path(tmp, path), display_path(tmp), rev, tmp)
+    return PackSource(spec, Path(tmp, path), display_path(tmp), f"{rev}:", f"{rev}:{path}", tmp)
 
 
 def load_source(src: PackSource):

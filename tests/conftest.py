@@ -2,3 +2,18 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import shutil
+
+import pytest
+
+
+@pytest.fixture
+def pack_copy(tmp_path, monkeypatch):
+    """A copy of the default pack under tmp_path/pack, with the cwd at tmp_path."""
+    from engine.resources import default_pack_dir
+
+    dst = tmp_path / "pack"
+    shutil.copytree(default_pack_dir(), dst)
+    monkeypatch.chdir(tmp_path)
+    return dst

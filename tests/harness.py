@@ -198,3 +198,28 @@ def check_expectations(ctx, expect, status) -> None:
             assert getattr(d, key) == want, f"{ref}.{key} = {getattr(d, key)}"
     if "diagnostics" in expect:
         assert [d.code for d in ctx.diagnostics] == list(expect["diagnostics"])
+
+
+# ---- editing copies of the default pack (tests of pack strictness) -------------------------
+def edit(path, old: str, new: str) -> None:
+    """Replace the first `old` in a pack file (which must contain it)."""
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new, 1))
+
+
+def errors_of(pack_dir) -> str:
+    """The rendered errors of loading a pack that must fail."""
+    import pytest
+    from engine.errors import InputError
+
+    with pytest.raises(InputError) as exc:
+        load_pack(pack_dir)
+    return exc.value.render()
+
+
+def line_of(path, needle: str) -> int:
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if needle in line:
+            return i
+    raise AssertionError(needle)

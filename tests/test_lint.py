@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
-from harness import CASES, find, run_case
+from harness import CASES, edit, errors_of, line_of, run_case
 from engine.algorithms import lint
 from engine.cli import main
 from engine.context import RunContext
 from engine.dumpio import serialize_model
-from engine.errors import InputError, PassFailure
+from engine.errors import PassFailure
 from engine.pack import load_pack
-from engine.resources import default_pack_dir
 from engine.runner import resolve_passes, run_passes
 from engine.yamlgraph import load_yaml_graph
 
@@ -108,18 +105,6 @@ def test_graph_lint_opens_the_default_pipeline():
 
 
 # ---- behaviour lives in the pack ----------------------------------------------------------
-@pytest.fixture
-def pack_copy(tmp_path, monkeypatch):
-    dst = tmp_path / "pack"
-    shutil.copytree(default_pack_dir(), dst)
-    monkeypatch.chdir(tmp_path)
-    return dst
-
-
-def edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert old in text, old
-    path.write_text(text.replace(old, new, 1))
 
 
 def codes(name: str, pack) -> list[str]:
@@ -148,14 +133,6 @@ def test_a_new_ignored_op_and_the_code_are_rule_edits(pack_copy):
 
 
 # ---- located pack errors ----------------------------------------------------------------
-def errors_of(pack_dir) -> str:
-    with pytest.raises(InputError) as exc:
-        load_pack(pack_dir)
-    return exc.value.render()
-
-
-def line_of(path: Path, needle: str) -> int:
-    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
 
 
 def test_unknown_key_and_bad_severity(pack_copy):

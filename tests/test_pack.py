@@ -2,10 +2,10 @@
 their source, and every kind of pack error is reported with file:line:col."""
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
 
 import pytest
+
+from harness import edit, errors_of, line_of
 
 from engine.dsl import parse_expr, parse_signature
 from engine.errors import InputError
@@ -58,31 +58,8 @@ def test_signature_round_trip():
 
 
 # ---- broken packs ------------------------------------------------------------------
-@pytest.fixture
-def pack_copy(tmp_path, monkeypatch):
-    dst = tmp_path / "pack"
-    shutil.copytree(default_pack_dir(), dst)
-    monkeypatch.chdir(tmp_path)
-    return dst
 
 
-def edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert old in text, old
-    path.write_text(text.replace(old, new, 1))
-
-
-def errors_of(pack_dir) -> str:
-    with pytest.raises(InputError) as exc:
-        load_pack(pack_dir)
-    return exc.value.render()
-
-
-def line_of(path: Path, needle: str) -> int:
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        if needle in line:
-            return i
-    raise AssertionError(needle)
 
 
 def test_unknown_rule_key(pack_copy):

@@ -4,18 +4,14 @@ edit — the engine names no op type."""
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
-import pytest
 
 from engine.context import RunContext
-from engine.errors import InputError
 from engine.pack import load_pack
-from engine.resources import default_pack_dir
 from engine.runner import resolve_passes, run_passes
 from engine.yamlgraph import load_yaml_graph
-from harness import CASES, find
+from harness import CASES, edit, errors_of, find, line_of
 
 ROOT = Path(__file__).resolve().parent.parent
 PACK = load_pack()
@@ -29,31 +25,8 @@ def run_file(path, passes, pack=PACK, options=None):
     return ctx
 
 
-def line_of(path: Path, needle: str) -> int:
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        if needle in line:
-            return i
-    raise AssertionError(needle)
 
 
-@pytest.fixture
-def pack_copy(tmp_path, monkeypatch):
-    dst = tmp_path / "pack"
-    shutil.copytree(default_pack_dir(), dst)
-    monkeypatch.chdir(tmp_path)
-    return dst
-
-
-def edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert old in text, old
-    path.write_text(text.replace(old, new, 1))
-
-
-def errors_of(pack_dir) -> str:
-    with pytest.raises(InputError) as exc:
-        load_pack(pack_dir)
-    return exc.value.render()
 
 
 # ---- strict loading ---------------------------------------------------------------------

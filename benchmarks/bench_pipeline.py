@@ -20,19 +20,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.gen_graph import make_model, write_model  # noqa: E402
+from benchmarks.gen_graph import cached_graph as graph_file  # noqa: E402
 from engine.cli import parse_options  # noqa: E402
 from engine.context import RunContext  # noqa: E402
 from engine.dumpio import load_model, save_model  # noqa: E402
 from engine.pack import load_pack  # noqa: E402
 from engine.runner import check_graph, resolve_passes, run_passes  # noqa: E402
 
-
-def graph_file(cache: Path, n: int, fmt: str) -> Path:
-    path = cache / f"train_{n}.{fmt}"
-    if not path.exists():
-        write_model(make_model(n), path)
-    return path
 
 
 def bench(path: Path, pack, passes: list[str] | None, options: dict[str, str]) -> dict:

@@ -685,6 +685,14 @@ def write_model(model: pb.ModelDef, out: str | os.PathLike) -> None:
     write_atomic(out, data if out.suffix == ".pb" else model_to_text(data))
 
 
+def cached_graph(cache: Path, n: int, fmt: str) -> Path:
+    """The N-node graph (seed 0) as `cache/train_N.fmt`, generated on first use."""
+    path = cache / f"train_{n}.{fmt}"
+    if not path.exists():
+        write_model(make_model(n), path)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("n_nodes", type=int, help=f"number of nodes (>= {MIN_NODES})")

@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.gen_graph import make_model, write_model  # noqa: E402
-from engine.diff.cli import compute  # noqa: E402
+from engine.cli.diff import compute  # noqa: E402
 from engine.diff.render import document_json  # noqa: E402
 from engine.diff.source import load_source, open_source  # noqa: E402
 

@@ -20,11 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.gen_graph import make_model  # noqa: E402
-from engine.algorithms.lint import GraphLint  # noqa: E402
-from engine.context import RunContext  # noqa: E402
-from engine.dumpio import build_model  # noqa: E402
-from engine.pack import load_pack  # noqa: E402
-from engine.runner import resolve_passes, run_passes  # noqa: E402
+from engine.passes.algorithms.lint import GraphLint  # noqa: E402
+from engine.passes.context import RunContext  # noqa: E402
+from engine.core.dumpio import build_model  # noqa: E402
+from engine.passes.catalog import load_pack  # noqa: E402
+from engine.passes.manager import resolve_passes, run_passes  # noqa: E402
 
 
 def bench(n: int, seed: int, pack) -> dict:

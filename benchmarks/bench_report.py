@@ -20,13 +20,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.context import RunContext  # noqa: E402
-from engine.dumpio import build_model, load_model  # noqa: E402
-from engine.html import render_html  # noqa: E402
-from engine.pack import load_pack  # noqa: E402
+from engine.passes.context import RunContext  # noqa: E402
+from engine.core.dumpio import build_model, load_model  # noqa: E402
+from engine.report.html import render_html  # noqa: E402
+from engine.passes.catalog import load_pack  # noqa: E402
 from engine.proto import ge_ir_pb2 as pb  # noqa: E402
-from engine.report import build_report, graph_stats, report_json  # noqa: E402
-from engine.runner import resolve_passes, run_passes  # noqa: E402
+from engine.report.model import build_report, graph_stats, report_json  # noqa: E402
+from engine.passes.manager import resolve_passes, run_passes  # noqa: E402
 
 
 def _op(g: pb.GraphDef, name: str, typ: str, inputs: list[str], outputs: int, **attrs) -> pb.OpDef:

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from engine.dumpio import build_model  # noqa: E402
+from engine.core.dumpio import build_model  # noqa: E402
 from engine.proto import ge_ir_pb2 as pb  # noqa: E402
 from engine.varmgr import TensorDesc, VarManagerPool, VarOp  # noqa: E402
 from engine.varmgr.desc import desc_to_proto  # noqa: E402

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from engine.dumpio import model_to_text, write_atomic  # noqa: E402
+from engine.core.dumpio import model_to_text, write_atomic  # noqa: E402
 from engine.proto import ge_ir_pb2 as pb  # noqa: E402
 
 MIN_NODES = 150

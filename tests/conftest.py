@@ -11,7 +11,7 @@ import pytest
 @pytest.fixture
 def pack_copy(tmp_path, monkeypatch):
     """A copy of the default pack under tmp_path/pack, with the cwd at tmp_path."""
-    from engine.resources import default_pack_dir
+    from engine.core.resources import default_pack_dir
 
     dst = tmp_path / "pack"
     shutil.copytree(default_pack_dir(), dst)

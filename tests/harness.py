@@ -18,7 +18,7 @@ Expectation keys (all optional except `passes`):
   given_desc: {"n:in:i" | "n:out:i": {field: value}}   set TensorDescriptor fields before the passes run
                                  (fields the YAML graph format cannot express, e.g. data_offset)
   producer_attr: {"n:i": {key: value|absent}}   attributes of the node feeding input i of n
-  symbol_count / anchor_count: N  size of the symbol table a pass left in ctx.extras["symbols"]
+  symbol_count / anchor_count: N  size of the symbol table a pass left in ctx.symbols
   symbol_of: {"n:out:i": name}   symbol_size: {name: N}
   diagnostics: [codes]
   graph_type_count: {graph: {T: N}}   nodes of type T among a graph's direct nodes
@@ -36,13 +36,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.context import RunContext
-from engine.errors import PassFailure
-from engine.pack import load_pack
-from engine.primitives import attr_value
-from engine.runner import check_graph, resolve_passes, run_passes
-from engine.yamlgraph import load_yaml_graph
-from engine.yamlloc import load_yaml
+from engine.passes.context import RunContext
+from engine.core.errors import PassFailure
+from engine.passes.catalog import load_pack
+from engine.core.attrs import attr_value
+from engine.passes.manager import check_graph, resolve_passes, run_passes
+from engine.core.yamlgraph import load_yaml_graph
+from engine.core.yamlloc import load_yaml
 
 HERE = Path(__file__).resolve().parent
 CASES = HERE / "cases"
@@ -154,7 +154,7 @@ def check_expectations(ctx, expect, status) -> None:
         d = (node.op.input_desc if side == "in" else node.op.output_desc)[int(idx)]
         for field, want in fields.items():
             assert getattr(d, field) == want, f"{ref}.{field} = {getattr(d, field)}, expected {want}"
-    table = ctx.extras.get("symbols")
+    table = ctx.symbols
     if "symbol_count" in expect:
         assert len(table.anchors) == expect["symbol_count"], table.to_json()
     if "anchor_count" in expect:
@@ -211,7 +211,7 @@ def edit(path, old: str, new: str) -> None:
 def errors_of(pack_dir) -> str:
     """The rendered errors of loading a pack that must fail."""
     import pytest
-    from engine.errors import InputError
+    from engine.core.errors import InputError
 
     with pytest.raises(InputError) as exc:
         load_pack(pack_dir)

@@ -183,7 +183,7 @@ def test_hostile_names_render_as_text(tmp_path, capsys):
 
 def test_ten_thousand_cards_stay_responsive(example, tmp_path):
     """A page of 10^4 cards (the example's cards, repeated) loads, filters and deep-links quickly."""
-    from engine.html import render_html
+    from engine.report.html import render_html
     _, report, _ = example
     base = report["insertions"]
     many = [dict(base[k % len(base)], name=f"n{k:05d}/{base[k % len(base)]['name']}") for k in range(10_000)]

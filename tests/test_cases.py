@@ -4,11 +4,11 @@ from __future__ import annotations
 import pytest
 
 from harness import CASES, case_files, check_expectations, run_case
-from engine.context import RunContext
-from engine.dumpio import build_model, serialize_model
-from engine.pack import load_pack
+from engine.passes.context import RunContext
+from engine.core.dumpio import build_model, serialize_model
+from engine.passes.catalog import load_pack
 from engine.proto import ge_ir_pb2 as pb
-from engine.runner import resolve_passes, run_passes
+from engine.passes.manager import resolve_passes, run_passes
 
 PACK = load_pack()
 FILES = case_files()

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from engine.cli import main
-from engine.resources import default_pack_dir
+from engine.core.resources import default_pack_dir
 from test_diff_impact import FLIPPED, GRAPH, ROW
 from test_diff_util import edited_pack
 

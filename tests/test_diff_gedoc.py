@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.diff.cli import compute
+from engine.cli.diff import compute
 from test_diff_util import diff, source
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.context import Insertion
-from engine.diff.cli import compute
+from engine.passes.context import Insertion
+from engine.cli.diff import compute
 from engine.diff.impact import insertion_records, match_insertions
 from engine.diff.render import document_json
 from test_diff_util import edited_pack, shipped, source
@@ -145,6 +145,6 @@ def test_variable_plan_differences_and_cited_paths(tmp_path):
 
 def test_unknown_pass_id_is_bad_input(tmp_path):
     import pytest
-    from engine.errors import InputError
+    from engine.core.errors import InputError
     with pytest.raises(InputError, match="unknown pass id 'mem_rw_conflcit' .in neither pack."):
         _run(shipped(), shipped(), [_graph(tmp_path)], ["mem_rw_conflcit"])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from engine.diff.packdiff import diff_packs
 from engine.diff.source import PackSource, load_source, open_source
-from engine.resources import default_pack_dir
+from engine.core.resources import default_pack_dir
 
 _LOADED: dict[str, PackSource] = {}
 _OPENED: list[PackSource] = []

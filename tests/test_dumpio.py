@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import dumpio
-from engine.dumpio import build_model, load_model, save_model, serialize_model
-from engine.errors import InputError
+from engine.core import dumpio
+from engine.core.dumpio import build_model, load_model, save_model, serialize_model
+from engine.core.errors import InputError
 from engine.proto import ge_ir_pb2 as pb
 from engine.proto import regen
 

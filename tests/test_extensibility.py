@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import shutil
 
-from engine.context import RunContext
-from engine.pack import load_pack
-from engine.resources import default_pack_dir
-from engine.runner import resolve_passes, run_passes
-from engine.yamlgraph import load_yaml_graph
+from engine.passes.context import RunContext
+from engine.passes.catalog import load_pack
+from engine.core.resources import default_pack_dir
+from engine.passes.manager import resolve_passes, run_passes
+from engine.core.yamlgraph import load_yaml_graph
 
 GRAPH = """
 graphs:

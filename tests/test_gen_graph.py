@@ -10,7 +10,7 @@ from google.protobuf import text_format
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # benchmarks/ is not installed
 from benchmarks.gen_graph import make_model, serialize, write_model  # noqa: E402
-from engine.dumpio import model_to_text, parse_text  # noqa: E402
+from engine.core.dumpio import model_to_text, parse_text  # noqa: E402
 from engine.proto import ge_ir_pb2 as pb  # noqa: E402
 
 N = 2000

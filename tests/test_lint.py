@@ -10,14 +10,14 @@ from dataclasses import replace
 import pytest
 
 from harness import CASES, edit, errors_of, line_of, run_case
-from engine.algorithms import lint
+from engine.passes.algorithms import lint
 from engine.cli import main
-from engine.context import RunContext
-from engine.dumpio import serialize_model
-from engine.errors import PassFailure
-from engine.pack import load_pack
-from engine.runner import resolve_passes, run_passes
-from engine.yamlgraph import load_yaml_graph
+from engine.passes.context import RunContext
+from engine.core.dumpio import serialize_model
+from engine.core.errors import PassFailure
+from engine.passes.catalog import load_pack
+from engine.passes.manager import resolve_passes, run_passes
+from engine.core.yamlgraph import load_yaml_graph
 
 PACK = load_pack()
 LINT = CASES / "lint"

@@ -7,10 +7,10 @@ import pytest
 
 from harness import edit, errors_of, line_of
 
-from engine.dsl import parse_expr, parse_signature
-from engine.errors import InputError
-from engine.pack import load_pack
-from engine.resources import default_pack_dir
+from engine.dsl.parser import parse_expr, parse_signature
+from engine.core.errors import InputError
+from engine.passes.catalog import load_pack
+from engine.core.resources import default_pack_dir
 
 SHIPPED = sorted(p for p in default_pack_dir().parent.iterdir() if (p / "pack.yaml").is_file())
 

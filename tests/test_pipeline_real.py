@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from benchmarks.gen_graph import make_model
-from engine.context import RunContext
-from engine.dumpio import build_model, load_model, serialize_model
-from engine.pack import load_pack
+from engine.passes.context import RunContext
+from engine.core.dumpio import build_model, load_model, serialize_model
+from engine.passes.catalog import load_pack
 from engine.proto import ge_ir_pb2 as pb
-from engine.runner import check_graph, resolve_passes, run_passes
-from engine.yamlgraph import load_yaml_graph
+from engine.passes.manager import check_graph, resolve_passes, run_passes
+from engine.core.yamlgraph import load_yaml_graph
 from harness import CASES
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
-from engine.context import RunContext
-from engine.explain import RuleTexts, explain
-from engine.html import embed_json, render_html
-from engine.pack import load_pack
-from engine.report import build_report, graph_stats, report_json
-from engine.report_graph import layout, undo
-from engine.report_text import Progress
-from engine.runner import check_graph, resolve_passes, run_passes
+from engine.passes.context import RunContext
+from engine.report.explain import RuleTexts, explain
+from engine.report.html import embed_json, render_html
+from engine.passes.catalog import load_pack
+from engine.report.model import build_report, graph_stats, report_json
+from engine.report.neighbourhood import layout, undo
+from engine.report.text import Progress
+from engine.passes.manager import check_graph, resolve_passes, run_passes
 from harness import CASES, run_case
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,8 +134,8 @@ def test_layout_runs_left_to_right_without_overlap():
 
 
 def test_neighbourhoods_are_capped(tmp_path):
-    from engine.dumpio import load_model
-    from engine.report_graph import MAX_PEERS, MAX_SIBLINGS, capture
+    from engine.core.dumpio import load_model
+    from engine.report.neighbourhood import MAX_PEERS, MAX_SIBLINGS, capture
     ops = ['  op { name: "src" type: "Const" output_desc { dtype: DT_FLOAT } }\n',
            '  op { name: "x" type: "Identity" input: "src:0" input_desc { dtype: DT_FLOAT } '
            'output_desc { dtype: DT_FLOAT } }\n']
@@ -297,7 +297,7 @@ def test_explain_names_a_removed_node(capsys):
 def test_run_summary_table(capsys):
     pack = load_pack()
     ctx, _, _ = run_case(CASES / "rw" / "RW-04.yaml", pack=pack, passes=["mem_rw_conflict"])
-    from engine.report_text import summary_text
+    from engine.report.text import summary_text
     text = summary_text(ctx, "RW-04.yaml")
     lines = text.splitlines()
     assert lines[0] == "memconflict: RW-04.yaml with pack ge " + pack.version
@@ -335,7 +335,7 @@ def test_run_is_quiet_when_stderr_is_not_a_terminal(tmp_path, capsys):
 
 def test_report_without_insertions():
     pack = load_pack()
-    from engine.yamlgraph import load_yaml_graph
+    from engine.core.yamlgraph import load_yaml_graph
     model, options = load_yaml_graph(CASES / "rw" / "RW-01.yaml", pack)
     ctx = RunContext(pack, model, options)
     check_graph(ctx)

@@ -7,10 +7,10 @@ import re
 from pathlib import Path
 
 
-from engine.context import RunContext
-from engine.pack import load_pack
-from engine.runner import resolve_passes, run_passes
-from engine.yamlgraph import load_yaml_graph
+from engine.passes.context import RunContext
+from engine.passes.catalog import load_pack
+from engine.passes.manager import resolve_passes, run_passes
+from engine.core.yamlgraph import load_yaml_graph
 from harness import CASES, edit, errors_of, find, line_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -172,7 +172,7 @@ def test_new_pass_by_rule_edit(pack_copy, tmp_path):
     assert ins.rule_loc.file.endswith("memcpy.yaml")
 
 
-ENGINE_FILES = ["engine/actions.py", "engine/queries.py", "engine/algorithms/rewrite.py", "engine/algorithms/atomic.py"]
+ENGINE_FILES = ["engine/passes/actions.py", "engine/dsl/queries.py", "engine/passes/algorithms/rewrite.py", "engine/passes/algorithms/atomic.py"]
 
 
 def test_engine_names_no_op_type():

@@ -1,12 +1,12 @@
 """GE's graph-surgery behaviour (ge-conflict-rules.md §2) on the graph model."""
 from __future__ import annotations
 
-from engine import surgery
-from engine.dumpio import build_model
+from engine.core import surgery
+from engine.core.dumpio import build_model
 from engine.proto import ge_ir_pb2 as pb
-from engine.yamlgraph import _to_modeldef
-from engine.errors import Collector
-from engine.yamlloc import load_yaml
+from engine.core.yamlgraph import _to_modeldef
+from engine.core.errors import Collector
+from engine.core.yamlloc import load_yaml
 
 
 def model_of(tmp_path, text):

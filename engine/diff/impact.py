@@ -21,8 +21,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, Loc, PassFailure, Problem, display_path
-from .links import raw_refs
+from engine.core.errors import InputError, Loc, PassFailure, Problem, display_path
+from engine.diff.links import raw_refs
 
 GRAPH_SUFFIXES = (".txt", ".pbtxt", ".pb", ".yaml", ".yml")
 _CITE = re.compile(r" \([^()]*:\d+(?::\d+)?\)")
@@ -48,7 +48,7 @@ def collect_graphs(paths: list[str]) -> list[str]:
 
 def _pack(folder: str):
     if folder not in _PACKS:
-        from ..pack import load_pack
+        from engine.passes.catalog import load_pack
         _PACKS[folder] = load_pack(folder)
     return _PACKS[folder]
 
@@ -144,9 +144,9 @@ def insertion_records(insertions) -> tuple[_Positions, list[dict]]:
 
 
 def run_side(pack, graph_file: str, options: dict, passes: list[str] | None) -> dict:
-    from ..cli import load_graph
-    from ..context import RunContext
-    from ..runner import check_graph, resolve_passes, run_passes
+    from engine.core.io import load_graph
+    from engine.passes.context import RunContext
+    from engine.passes.manager import check_graph, resolve_passes, run_passes
 
     model, file_options = load_graph(graph_file, pack)
     opts = dict(file_options)
@@ -178,11 +178,11 @@ def run_side(pack, graph_file: str, options: dict, passes: list[str] | None) -> 
 
 
 def _var_plan(ctx) -> dict | None:
-    session = ctx.extras.get("var_session")
+    session = ctx.var_session
     if session is None:
         return None
-    from ..varmgr.placement import plan_graph
-    from ..varmgr.records import VarError
+    from engine.varmgr.placement import plan_graph
+    from engine.varmgr.records import VarError
     try:
         plan = plan_graph(ctx.model, session.manager, 0)
     except VarError as exc:

@@ -17,10 +17,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..errors import Loc
-from .model import Change
-from .packdiff import PackSide
-from .tree import is_flat, is_scalar, item_loc, key_loc, keyed_items, list_key, loc_refs, path_join
+from engine.core.errors import Loc
+from engine.diff.model import Change
+from engine.diff.packdiff import PackSide
+from engine.diff.tree import is_flat, is_scalar, item_loc, key_loc, keyed_items, list_key, loc_refs, path_join
 
 _CITE = re.compile(r"^(\S+) \((.+?):(\d+)\)$")
 _LOC = re.compile(r"^(.+?\.ya?ml):(\d+)(?::(\d+))?$")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import Loc
+from engine.core.errors import Loc
 
 KINDS = ("added", "removed", "changed", "renamed", "moved", "reordered")
 

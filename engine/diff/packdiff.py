@@ -19,26 +19,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import Loc
-from ..yamlloc import YMap, load_yaml
-from .model import Change, PackDiff, PackInfo, Side
-from .source import PackSource
-from .tree import (REF_OF_KEY, loc_refs, Canon, dsl_lines, is_flat, item_loc, key_loc, keyed_items, list_key,
-                   path_join)
+from engine.core.errors import Loc
+from engine.core.yamlloc import YMap, load_yaml
+from engine.diff import sections  # noqa: F401  (registers the specialised differs)
+from engine.diff.differs import DIFFERS
+from engine.diff.model import Change, PackDiff, PackInfo, Side
+from engine.diff.source import PackSource
+from engine.diff.tree import (REF_OF_KEY, loc_refs, Canon, dsl_lines, is_flat, item_loc, key_loc,
+    keyed_items, list_key, path_join)
 
-# section or algorithm name → differ(d, section, old, new) → top-level keys it handled
-DIFFERS: dict[str, Callable[..., set]] = {}
 META_KEYS = ("name", "version", "schema_version", "description", "include")
 SHORT = 70
-
-
-def register_differ(name: str):
-    def deco(fn):
-        if name in DIFFERS:
-            raise RuntimeError(f"differ {name} registered twice")
-        DIFFERS[name] = fn
-        return fn
-    return deco
 
 
 class PackSide:
@@ -272,7 +263,7 @@ def _what(table: str, default: str) -> str:
 
 
 def differ_for(section: str):
-    from ..algorithms import ALGORITHMS
+    from engine.passes.registry import ALGORITHMS
 
     if section in DIFFERS:
         return DIFFERS[section]
@@ -341,8 +332,6 @@ def change_notes(old_md: str | None, new_md: str | None, same_pack: bool = True)
 
 
 def diff_packs(old_src: PackSource, new_src: PackSource, sides: tuple | None = None) -> PackDiff:
-    from . import sections  # noqa: F401  (registers the specialised differs)
-
     o, n = sides or (PackSide(old_src), PackSide(new_src))
     d = Differ(o, n)
     for key in META_KEYS:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import re
 
-from .links import Linker
-from .model import Change, PackDiff
-from .source import PackSource
+from engine.diff.links import Linker
+from engine.diff.model import Change, PackDiff
+from engine.diff.source import PackSource
 
 SCHEMA = 1
 GATES = ("any", "rules", "impact", "removed-isolation", "added-isolation")

@@ -15,17 +15,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import Loc
-from .model import Side
-from .packdiff import Differ, register_differ
-from .tree import item_loc
+from engine.core.errors import Loc
+from engine.diff.model import Side
+from engine.diff.differs import register_differ
+from engine.diff.tree import item_loc
 
 CELL_TABLES = ("matrix", "combine_input")
 PAIR_KEYS = ("wildcard_no_conflict", "absolute_no_conflict", "absolute_conflict", "registrations")
 
 
 @register_differ("rw_conflict")
-def diff_rw(d: Differ, section: str, ov: dict, nv: dict) -> set:
+def diff_rw(d, section: str, ov: dict, nv: dict) -> set:
     handled = set()
     for table in CELL_TABLES:
         if isinstance(ov.get(table), dict) and isinstance(nv.get(table), dict):
@@ -34,7 +34,7 @@ def diff_rw(d: Differ, section: str, ov: dict, nv: dict) -> set:
     return handled
 
 
-def _cells(d: Differ, section: str, table: str, a: dict, b: dict) -> None:
+def _cells(d, section: str, table: str, a: dict, b: dict) -> None:
     ca, cb = _grid(a), _grid(b)
     path = f"{section}.{table}"
     for key in list(cb) + [k for k in ca if k not in cb]:
@@ -63,7 +63,7 @@ def _grid(t: dict) -> dict[tuple[str, str], tuple[str, Loc | None]]:
 
 # ---- layout pair classes ---------------------------------------------------------------------
 @register_differ("layout_conflict")
-def diff_layout(d: Differ, section: str, ov: dict, nv: dict) -> set:
+def diff_layout(d, section: str, ov: dict, nv: dict) -> set:
     oc, nc = d.o.pack.configs.get(section), d.n.pack.configs.get(section)
     if oc is None or nc is None:
         return set()

@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import InputError, Loc, Problem, display_path
+from engine.core.errors import InputError, Loc, Problem, display_path
 
 
 @dataclass
@@ -120,7 +120,7 @@ def _from_git(spec: str, rev: str, path: str) -> PackSource:
 
 def load_source(src: PackSource):
     """Load the pack strictly; errors cite the user's names for its files."""
-    from ..pack import load_pack
+    from engine.passes.catalog import load_pack
 
     if not (src.folder / "pack.yaml").is_file():
         raise _bad(src.spec, f"'{src.spec}' is not a rule pack: it has no pack.yaml",

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ..dsl import Call, IsClass, walk
-from ..errors import Loc
-from ..yamlloc import YList, YMap
+from engine.dsl.ast import Call, IsClass, walk
+from engine.core.errors import Loc
+from engine.core.yamlloc import YList, YMap
 
 ID_KEYS = ("id", "name", "pass", "attr")     # what names the items of a keyed list
 REF_OF_KEY = {"id": "rule", "name": "name", "pass": "pass", "attr": "attr"}

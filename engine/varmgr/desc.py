@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..proto import ge_ir_pb2 as pb
-from . import getypes as t
+from engine.proto import ge_ir_pb2 as pb
+from engine.varmgr import getypes as t
 
 INIT_VALUE_ATTR = "_init_value"
 _DTYPE_OVERRIDE_ATTR = "__tensor_desc_data_type__"

@@ -6,7 +6,7 @@ GE's type system, not rules: a pack cannot change what DT_FLOAT is.
 """
 from __future__ import annotations
 
-from ..proto import ge_ir_pb2 as pb
+from engine.proto import ge_ir_pb2 as pb
 
 # (C++ value, name without "DT_", storage bits per element; 0 = no fixed size)
 _DTYPES = [

@@ -7,16 +7,14 @@ VarResource) calls behave as GE's do (INTERNAL_ERROR, false, empty, ...).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
-from .desc import TensorDesc
-from .policy import Allocator, ReuseKind, VarPolicy, default_policy
-from .records import (UINT64_MAX, Assignment, BroadcastInfo, Status, TransNodeInfo, VarError,
-                      VarOp)
-from .resource import MemResource, VarResource, build_mem_resource
+from engine.varmgr.desc import TensorDesc
+from engine.varmgr.policy import Allocator, ReuseKind, VarPolicy
+from engine.varmgr.policy_load import default_policy
+from engine.varmgr.records import UINT64_MAX, Assignment, BroadcastInfo, Status, TransNodeInfo, VarError, VarOp
+from engine.varmgr.physical import DeviceMemory, free_var_memory, get_var_memory_addr
+from engine.varmgr.resource import MemResource, VarResource, build_mem_resource
 
-if TYPE_CHECKING:
-    from .physical import DeviceMemory
 
 
 class VarManager:
@@ -61,7 +59,6 @@ class VarManager:
 
     def destroy(self) -> None:
         if self.mem_manager is not None and self.var_resource is not None:
-            from .physical import free_var_memory
             free_var_memory(self)
         self.version = self.policy.memory.max_version
         self.device_id = self.session_id = 0
@@ -307,11 +304,9 @@ class VarManager:
     # ---- physical memory (§8), see physical.py ------------------------------------
     def get_var_memory_addr(self, logic: int, mem_type: int, device: int = 0,
                             graph_name: str = "") -> int | None:
-        from .physical import get_var_memory_addr
         return get_var_memory_addr(self, logic, mem_type, device, graph_name)
 
     def free_var_memory(self) -> None:
-        from .physical import free_var_memory
         free_var_memory(self)
 
     def set_external_var(self, addr: int, size: int) -> None:

@@ -4,12 +4,12 @@ Attribute keys and op types come from the policy; nothing here names a GE op.
 """
 from __future__ import annotations
 
-from ..graph import Node
-from ..proto import ge_ir_pb2 as pb
-from . import getypes as t
-from .desc import TensorDesc, desc_from_proto
-from .policy import VarPolicy
-from .records import INT64_MAX, Status, VarError, VarOp
+from engine.core.graph import Node
+from engine.proto import ge_ir_pb2 as pb
+from engine.varmgr import getypes as t
+from engine.varmgr.desc import TensorDesc, desc_from_proto
+from engine.varmgr.policy import VarPolicy
+from engine.varmgr.records import INT64_MAX, Status, VarError, VarOp
 
 
 def attr_str(attrs, key: str) -> str | None:

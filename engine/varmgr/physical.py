@@ -7,13 +7,10 @@ can read an `_init_value` back. Nothing here touches real memory.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
-from .policy import Allocator
-from .records import Status, VarDevAddr, VarError
+from engine.varmgr.policy import Allocator
+from engine.varmgr.records import Status, VarDevAddr, VarError
 
-if TYPE_CHECKING:
-    from .manager import VarManager
 
 DEVICE_BASE = 0x1_0000_0000      # first simulated device address
 RDMA_BASE = 0x2000_0000_0000

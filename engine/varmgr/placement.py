@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..graph import Model, Node
-from .desc import TensorDesc, desc_from_proto
-from .manager import VarManager
-from .nodes import (attr_str, is_ref_node, memory_type_of, name_for_var_manager, node_var_size,
-                    output_desc, var_op)
-from .records import BroadcastInfo, Status, VarError
+from engine.core.graph import Model, Node
+from engine.varmgr.desc import TensorDesc, desc_from_proto
+from engine.varmgr.manager import VarManager
+from engine.varmgr.nodes import (attr_str, is_ref_node, memory_type_of, name_for_var_manager, node_var_size,
+    output_desc, var_op)
+from engine.varmgr.records import BroadcastInfo, Status, VarError
 
 MAX_RECURSION = 16        # kVarMemMaxRecursion
 

@@ -12,9 +12,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Callable
 
-from ..errors import Collector, Loc
-from ..resources import default_pack_dir
-from ..yamlloc import load_yaml
+from engine.core.errors import Collector, Loc
 
 
 class Allocator(Enum):
@@ -255,27 +253,3 @@ def _compile_template(text: str) -> Callable[[str, int, int], str]:
         if fld is not None:
             body += "{" + params.get(fld, "name") + "}"
     return eval("lambda name, fmt, dtype: f" + repr(body))   # noqa: S307 (template is validated)
-
-
-def default_policy_path() -> Path:
-    return default_pack_dir() / "variables.yaml"
-
-
-_CACHE: dict[str, VarPolicy] = {}
-
-
-def default_policy() -> VarPolicy:
-    path = str(default_policy_path())
-    if path not in _CACHE:
-        _CACHE[path] = load_policy(path)
-    return _CACHE[path]
-
-
-def load_policy(path) -> VarPolicy:
-    from .policy_load import build_policy
-    doc = load_yaml(path)
-    errors = Collector()
-    policy = build_policy(doc, errors)
-    errors.check()
-    return policy
-

@@ -5,12 +5,15 @@ import re
 import string
 from enum import Enum
 
-from ..errors import Collector, Loc, did_you_mean
-from ..yamlloc import loc_of
-from . import getypes as t
-from .policy import (AttrNames, Allocator, FormatFusion, MemoryLimits, MemoryTypeSelection,
-                     MemoryTypeSpec, OptionKeys, OpTypes, ReuseKind, ReuseRule, SizeRule,
-                     TransOp, TransSupport, VarKeyForm, VarPolicy)
+from engine.core.errors import Collector, Loc, did_you_mean
+from pathlib import Path
+
+from engine.core.resources import default_pack_dir
+from engine.core.yamlloc import load_yaml, loc_of
+from engine.varmgr import getypes as t
+from engine.varmgr.policy import (AttrNames, Allocator, FormatFusion, MemoryLimits, MemoryTypeSelection,
+    MemoryTypeSpec, OptionKeys, OpTypes, ReuseKind, ReuseRule, SizeRule, TransOp, TransSupport, VarKeyForm,
+    VarPolicy)
 
 SCHEMA_VERSION = 1
 _RULE_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*/[a-z0-9]+(-[a-z0-9]+)*$")
@@ -307,3 +310,25 @@ def _pairs(m: _Map, key: str, parse, choices, errors: Collector) -> set[tuple[in
         if None not in vals:
             out.add((vals[0], vals[1]))
     return out
+
+
+def default_policy_path() -> Path:
+    return default_pack_dir() / "variables.yaml"
+
+
+_CACHE: dict[str, VarPolicy] = {}
+
+
+def default_policy() -> VarPolicy:
+    path = str(default_policy_path())
+    if path not in _CACHE:
+        _CACHE[path] = load_policy(path)
+    return _CACHE[path]
+
+
+def load_policy(path) -> VarPolicy:
+    doc = load_yaml(path)
+    errors = Collector()
+    policy = build_policy(doc, errors)
+    errors.check()
+    return policy

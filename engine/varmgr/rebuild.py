@@ -1,7 +1,7 @@
 """GraphRebuildStateCtrl (§9.1): which graphs must rebuild after a variable changed format."""
 from __future__ import annotations
 
-from .policy import VarPolicy
+from engine.varmgr.policy import VarPolicy
 
 
 class GraphRebuildStateCtrl:

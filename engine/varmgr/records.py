@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from .desc import TensorDesc
+from engine.varmgr.desc import TensorDesc
 
 UINT64_MAX = 2 ** 64 - 1
 INT64_MAX = 2 ** 63 - 1

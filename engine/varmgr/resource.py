@@ -2,16 +2,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
-from . import getypes as t
-from .desc import TensorDesc
-from .policy import Allocator, ReuseKind, VarPolicy
-from .records import (UINT64_MAX, BroadcastInfo, Status, TransNodeInfo, VarAddr, VarDevAddr,
-                      VarError, VarOp)
+from engine.varmgr import getypes as t
+from engine.varmgr.desc import TensorDesc
+from engine.varmgr.policy import Allocator, ReuseKind, VarPolicy
+from engine.varmgr.records import (UINT64_MAX, BroadcastInfo, Status, TransNodeInfo, VarAddr, VarDevAddr,
+    VarError, VarOp)
 
-if TYPE_CHECKING:
-    from .manager import VarManager
 
 
 # ---- MemResource -------------------------------------------------------------

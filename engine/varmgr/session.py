@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import InputError, Loc, Problem, display_path
-from .manager import VarManager, VarManagerPool
-from .physical import DeviceMemory
-from .policy import VarPolicy, default_policy
-from .rebuild import GraphRebuildStateCtrl
-from .records import VarError
-from .state import load_state, restore_session
+from engine.core.errors import InputError, Loc, Problem, display_path
+from engine.varmgr.manager import VarManager, VarManagerPool
+from engine.varmgr.physical import DeviceMemory
+from engine.varmgr.policy import VarPolicy
+from engine.varmgr.policy_load import default_policy
+from engine.varmgr.rebuild import GraphRebuildStateCtrl
+from engine.varmgr.records import VarError
+from engine.varmgr.state import load_state, restore_session
 
 OTHER_VERSION = 2          # SessionVersion::OTHER_VERSION, what an online session uses
 

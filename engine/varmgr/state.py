@@ -20,12 +20,12 @@ from pathlib import Path
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
-from ..errors import InputError, Loc, Problem, display_path
-from ..proto import var_manager_pb2 as vpb
-from .desc import desc_from_proto, desc_to_proto
-from .manager import VarManager, VarManagerPool
-from .records import (BroadcastInfo, Status, TransNodeInfo, VarAddr, VarDevAddr, VarError)
-from .resource import VarResource, build_mem_resource
+from engine.core.errors import InputError, Loc, Problem, display_path
+from engine.proto import var_manager_pb2 as vpb
+from engine.varmgr.desc import desc_from_proto, desc_to_proto
+from engine.varmgr.manager import VarManager, VarManagerPool
+from engine.varmgr.records import BroadcastInfo, Status, TransNodeInfo, VarAddr, VarDevAddr, VarError
+from engine.varmgr.resource import VarResource, build_mem_resource
 
 EXTERN_ATTR = "_memconflict_extern_mem"
 TEXT_SUFFIXES = {".pbtxt", ".txt", ".textproto", ".prototxt"}
@@ -185,7 +185,7 @@ def load_state(path, policy=None) -> vpb.VarManagerInfo:
 
 def check_info(info: vpb.VarManagerInfo, policy=None) -> list[str]:
     """Consistency a VarManager's own output always has."""
-    from .policy import default_policy
+    from engine.varmgr.policy_load import default_policy
     policy = policy or default_policy()
     known = {s.rt for s in policy.memory_types}
     r = info.var_resource

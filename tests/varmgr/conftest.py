@@ -1,7 +1,7 @@
 import pytest
 
 from engine.varmgr import TensorDesc, VarManagerPool
-from engine.varmgr.policy import default_policy
+from engine.varmgr.policy_load import default_policy
 
 GiB = 2 ** 30
 HBM, RDMA, HOST, RESERVED = 2, 3, 129, 256

@@ -1,7 +1,7 @@
 """Building small GE models for the tests (ModelDef messages -> engine.graph.Model)."""
 from __future__ import annotations
 
-from engine.dumpio import build_model
+from engine.core.dumpio import build_model
 from engine.proto import ge_ir_pb2 as pb
 from engine.varmgr import TensorDesc
 from engine.varmgr.desc import desc_to_proto

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from engine.cli import main
-from engine.dumpio import load_model, save_model
+from engine.core.dumpio import load_model, save_model
 from engine.varmgr.state import load_state
 
 from .conftest import NCHW, desc

@@ -1,7 +1,7 @@
 """§11.5 var_is_initialized_op_pass cases (64-73) and variable_ref_delete."""
 import pytest
 
-from engine.errors import PassFailure
+from engine.core.errors import PassFailure
 from engine.varmgr.passes.is_initialized import run_var_is_initialized
 from engine.varmgr.passes.ref_delete import run_variable_ref_delete
 

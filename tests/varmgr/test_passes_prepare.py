@@ -1,7 +1,7 @@
 """§11.4 variable_prepare_pass cases (52-63)."""
 import pytest
 
-from engine.errors import PassFailure
+from engine.core.errors import PassFailure
 from engine.varmgr.passes.prepare import add_variable_ref, build_ref_map, run_variable_prepare
 
 from .conftest import desc

@@ -1,11 +1,11 @@
 """§11.3 variable_op_pass cases (36-51) and the §11.7 fusion scenarios."""
 import pytest
 
-from engine.errors import PassFailure
+from engine.core.errors import PassFailure
 from engine.varmgr.desc import desc_from_proto
 from engine.varmgr.nodes import output_desc
 from engine.varmgr.passes.variable_op import run_variable_op
-from engine.varmgr.policy import default_policy
+from engine.varmgr.policy_load import default_policy
 from engine.varmgr.rebuild import GraphRebuildStateCtrl
 
 from .conftest import FLOAT, FLOAT16, INT32, NC1HWC0, NCHW, ND, desc

@@ -1,9 +1,9 @@
 """rules/ge/variables.yaml: loads strictly; errors name file:line:col with a hint."""
 import pytest
 
-from engine.errors import InputError
-from engine.varmgr.policy import (Allocator, ReuseKind, TransSupport, default_policy_path,
-                                  load_policy)
+from engine.core.errors import InputError
+from engine.varmgr.policy import Allocator, ReuseKind, TransSupport
+from engine.varmgr.policy_load import default_policy_path, load_policy
 
 SHIPPED = default_policy_path()
 

@@ -1,7 +1,7 @@
 """var_manager.proto round trip (§10, §11.1 case 8) and unusable state files."""
 import pytest
 
-from engine.errors import InputError
+from engine.core.errors import InputError
 from engine.varmgr import BroadcastInfo, TransNodeInfo, VarManagerPool, VarOp
 from engine.varmgr.physical import DeviceMemory
 from engine.varmgr.state import encode, load_state, restore_session, save_state, to_info

@@ -10,19 +10,11 @@ variable_ref_delete.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One edit a variable pass made, with the rule that made it."""
-
-    kind: str             # "inserted" | "removed" | "replaced" | "updated"
-    node: str
-    type: str
-    graph: str
-    rule: str             # e.g. "var/ref-after-writer"
-    detail: dict = field(default_factory=dict)
+from engine.varmgr.passes.is_initialized import run_var_is_initialized
+from engine.varmgr.passes.prepare import run_variable_prepare
+from engine.varmgr.passes.ref_delete import run_variable_ref_delete
+from engine.varmgr.passes.util import Change
+from engine.varmgr.passes.variable_op import run_variable_op
 
 
 PASS_IDS = ("variable_prepare", "variable_op", "var_is_initialized", "variable_ref_delete")
@@ -35,15 +27,11 @@ def run_variable_pass(pass_id: str, session, model, graph) -> list[Change]:
     """
     policy = session.pool.policy
     if pass_id == "variable_prepare":
-        from .prepare import run_variable_prepare
         return run_variable_prepare(graph, policy)
     if pass_id == "variable_op":
-        from .variable_op import run_variable_op
         return run_variable_op(graph, session.manager, session.ctrl, session.graph_id)
     if pass_id == "var_is_initialized":
-        from .is_initialized import run_var_is_initialized
         return run_var_is_initialized(graph, session.manager)
     if pass_id == "variable_ref_delete":
-        from .ref_delete import run_variable_ref_delete
         return run_variable_ref_delete(model, graph, policy)
     raise KeyError(pass_id)

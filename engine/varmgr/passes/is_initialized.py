@@ -1,14 +1,14 @@
 """VarIsInitializedOpPass (§9.4): VarIsInitializedOp becomes a bool Const."""
 from __future__ import annotations
 
-from ...errors import PassFailure
-from ...graph import Graph, Node
-from ...proto import ge_ir_pb2 as pb
-from ...surgery import link, link_ctrl, remove_node
-from ..manager import VarManager
-from ..policy import one
-from . import Change
-from .util import add_node, data_in_nodes
+from engine.core.errors import PassFailure
+from engine.core.graph import Graph, Node
+from engine.proto import ge_ir_pb2 as pb
+from engine.core.surgery import link, link_ctrl, remove_node
+from engine.varmgr.manager import VarManager
+from engine.varmgr.policy import one
+from engine.varmgr.passes.util import Change
+from engine.varmgr.passes.util import add_node, data_in_nodes
 
 PASS_ID = "var_is_initialized"
 RULE = "var/is-initialized-to-const"

@@ -6,13 +6,13 @@ through their ref outputs; the last one in a chain gets `<var>_TO_<w>_REF_<o>`.
 """
 from __future__ import annotations
 
-from ...errors import PassFailure
-from ...graph import Graph, Node
-from ...surgery import insert_before, link, link_ctrl, replace_peer
-from ..nodes import attr_str
-from ..policy import VarPolicy, one
-from . import Change
-from .util import add_node, make_op
+from engine.core.errors import PassFailure
+from engine.core.graph import Graph, Node
+from engine.core.surgery import insert_before, link, link_ctrl, replace_peer
+from engine.varmgr.nodes import attr_str
+from engine.varmgr.policy import VarPolicy, one
+from engine.varmgr.passes.util import Change
+from engine.varmgr.passes.util import add_node, make_op
 
 PASS_ID = "variable_prepare"
 RULE_REF = "var/ref-after-writer"

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import weakref
 
-from ...errors import PassFailure
-from ...graph import Graph, Model
-from ...surgery import remove_node
-from ..policy import VarPolicy
-from . import Change
-from ..nodes import attr_str
+from engine.core.errors import PassFailure
+from engine.core.graph import Graph, Model
+from engine.core.surgery import remove_node
+from engine.varmgr.policy import VarPolicy
+from engine.varmgr.passes.util import Change
+from engine.varmgr.nodes import attr_str
 
 PASS_ID = "variable_ref_delete"
 RULE = "var/ref-into-writer-desc"

@@ -1,9 +1,11 @@
 """Small graph edits the variable passes share."""
 from __future__ import annotations
 
-from ...graph import Graph, Node
-from ...proto import ge_ir_pb2 as pb
-from ...surgery import new_node
+from dataclasses import dataclass, field
+
+from engine.core.graph import Graph, Node
+from engine.proto import ge_ir_pb2 as pb
+from engine.core.surgery import new_node
 
 
 def make_op(name: str, type_: str, inputs: list[pb.TensorDescriptor],
@@ -31,3 +33,15 @@ def data_in_nodes(node: Node) -> list[Node]:
 
 def out_data_nodes(node: Node) -> list[Node]:
     return [p.node for o in node.outs for p in o.peers]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One edit a variable pass made, with the rule that made it."""
+
+    kind: str             # "inserted" | "removed" | "replaced" | "updated"
+    node: str
+    type: str
+    graph: str
+    rule: str             # e.g. "var/ref-after-writer"
+    detail: dict = field(default_factory=dict)

@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...errors import PassFailure
-from ...graph import Graph, Node
-from ...surgery import isolate, link, link_ctrl, remove_node, unlink
-from .. import getypes as t
-from ..desc import TensorDesc, desc_from_proto, desc_to_proto
-from ..manager import VarManager
-from ..nodes import attr_str, output_desc, var_op
-from ..policy import TransSupport, VarPolicy
-from ..rebuild import GraphRebuildStateCtrl
-from ..records import TransNodeInfo, VarError
-from . import Change
-from .util import data_in_nodes, out_data_nodes
+from engine.core.errors import PassFailure
+from engine.core.graph import Graph, Node
+from engine.core.surgery import isolate, link, link_ctrl, remove_node, unlink
+from engine.varmgr import getypes as t
+from engine.varmgr.desc import TensorDesc, desc_from_proto, desc_to_proto
+from engine.varmgr.manager import VarManager
+from engine.varmgr.nodes import attr_str, output_desc, var_op
+from engine.varmgr.policy import TransSupport, VarPolicy
+from engine.varmgr.rebuild import GraphRebuildStateCtrl
+from engine.varmgr.records import TransNodeInfo, VarError
+from engine.varmgr.passes.util import Change
+from engine.varmgr.passes.util import data_in_nodes, out_data_nodes
 
 PASS_ID = "variable_op"
 RULE = "var/format-fusion"

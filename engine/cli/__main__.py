@@ -1,0 +1,6 @@
+"""`python -m engine.cli`."""
+import sys
+
+from engine.cli import main
+
+sys.exit(main())

@@ -1,0 +1,131 @@
+"""`memconflict run`, `explain`, `convert` and `symbols`: commands over one graph."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from engine.core.errors import InputError, Loc, PassFailure, Problem, display_path
+from engine.core.io import YAML_SUFFIXES, load_graph
+from engine.cli.common import run_graph
+
+
+def add_commands(sub) -> None:
+    r = sub.add_parser("run", help="run passes on a graph and report every inserted node")
+    r.add_argument("graph", help="GE dump (.txt/.pbtxt text, .pb binary) or YAML graph")
+    r.add_argument("--passes", help="comma-separated pass ids, run in this order (default: the pack's pipeline)")
+    r.add_argument("--option", action="append", metavar="KEY=VALUE", help="GE option (repeatable)")
+    r.add_argument("--rules", metavar="DIR", help="rule pack folder (default: the shipped GE pack)")
+    r.add_argument("--out", metavar="OUT.pbtxt", help="write the graph after the passes")
+    r.add_argument("--report-json", metavar="R.json")
+    r.add_argument("--report-html", metavar="R.html")
+    r.add_argument("--quiet", action="store_true", help="print nothing on success")
+    r.set_defaults(func=cmd_run)
+
+    e = sub.add_parser("explain", help="run the passes and explain why one node was inserted")
+    e.add_argument("graph", help="GE dump (.txt/.pbtxt text, .pb binary) or YAML graph")
+    e.add_argument("node", help="name of an inserted node")
+    e.add_argument("--passes", help="comma-separated pass ids, run in this order (default: the pack's pipeline)")
+    e.add_argument("--option", action="append", metavar="KEY=VALUE", help="GE option (repeatable)")
+    e.add_argument("--rules", metavar="DIR", help="rule pack folder (default: the shipped GE pack)")
+    e.set_defaults(func=cmd_explain)
+
+    c = sub.add_parser("convert", help="convert between GE dumps (text/binary) and the YAML graph form")
+    c.add_argument("input")
+    c.add_argument("output")
+    c.add_argument("--rules", metavar="DIR")
+    c.set_defaults(func=cmd_convert)
+
+    sy = sub.add_parser("symbols", help="print the memory symbols (GE GetRefMapping) of a graph")
+    sy.add_argument("graph")
+    sy.add_argument("--graph", dest="graph_name", metavar="NAME", help="a subgraph to start from (default: root)")
+    sy.add_argument("--json", action="store_true")
+    sy.add_argument("--rules", metavar="DIR")
+    sy.set_defaults(func=cmd_symbols)
+
+
+def cmd_run(args) -> int:
+    from engine.core.dumpio import model_to_text, serialize_model, write_atomic, is_binary_path
+    from engine.report.model import build_report, report_json
+    from engine.report.text import Progress, summary_text
+
+    with Progress(sys.stderr, enabled=not args.quiet) as progress:
+        try:
+            ctx, before = run_graph(args, progress)
+        except PassFailure as exc:
+            sys.stderr.write(f"memconflict: {exc}\n")
+            return 1
+        progress.stage("writing outputs")
+        outputs: list[tuple[str, bytes]] = []
+        if args.out:
+            data = serialize_model(ctx.model)
+            outputs.append((args.out, data if is_binary_path(args.out) else model_to_text(data)))
+        report = build_report(ctx, display_path(args.graph), before)
+        if args.report_json:
+            outputs.append((args.report_json, report_json(report)))
+        if args.report_html:
+            from engine.report.html import render_html
+            outputs.append((args.report_html, render_html(report, ctx).encode()))
+        for path, data in outputs:
+            write_atomic(path, data)
+    if not args.quiet:
+        print(summary_text(ctx, display_path(args.graph)))
+    return 0
+
+
+def cmd_explain(args) -> int:
+    from engine.report.explain import render_card
+    from engine.report.model import explain_insertion, not_inserted
+    from engine.report.text import Progress
+
+    with Progress(sys.stderr, enabled=True) as progress:
+        ctx, _ = run_graph(args, progress)
+    found = [i for i in ctx.insertions if i.name == args.node]
+    if not found:
+        raise InputError(Problem(Loc(display_path(args.graph)), *not_inserted(ctx, args.node)))
+    for k, ins in enumerate(found):
+        card, rules = explain_insertion(ctx, ins)
+        print(("\n" if k else "") + render_card(card, rules))
+    return 0
+
+
+def cmd_convert(args) -> int:
+    from engine.core.dumpio import save_model
+    from engine.core.dumpio import write_atomic
+    from engine.passes.catalog import load_pack
+    from engine.core.yamlgraph import model_to_yaml
+
+    pack = load_pack(args.rules)
+    model, _ = load_graph(args.input, pack)
+    if Path(args.output).suffix.lower() in YAML_SUFFIXES:
+        text, dropped = model_to_yaml(model)
+        write_atomic(args.output, text.encode())
+        for d in dropped:
+            sys.stderr.write(f"memconflict: note: not expressible in YAML, dropped: {d}\n")
+    else:
+        save_model(model, args.output)
+    return 0
+
+
+def cmd_symbols(args) -> int:
+    import json
+
+    from engine.passes.context import RunContext
+    from engine.passes.catalog import load_pack
+    from engine.passes.symbols import symbol_builder
+
+    pack = load_pack(args.rules)
+    model, options = load_graph(args.graph, pack)
+    ctx = RunContext(pack, model, options)
+    graph = model.graphs.get(args.graph_name) if args.graph_name else model.root
+    if graph is None:
+        from engine.core.errors import did_you_mean
+        raise InputError(Problem(Loc("--graph"), f"no graph named '{args.graph_name}'", did_you_mean(args.graph_name, model.graphs, "graphs")))
+    table = symbol_builder(ctx).build(model, graph)
+    data = table.to_json()
+    if args.json:
+        print(json.dumps({"graph": graph.name, "symbols": data}, indent=2))
+    else:
+        print(f"{len(data)} symbol(s) in {graph.name} (with nested subgraphs)")
+        for name, anchors in data.items():
+            print(f"  {name}: {', '.join(anchors)}")
+    return 0

@@ -1,0 +1,247 @@
+"""`memconflict vars plan|addr`: variable-memory planning from the command line.
+
+    memconflict vars plan GRAPH... [--session ID] [--memory-size BYTES] [--option K=V]...
+                          [--out OUT.pbtxt]... [--save-state STATE.pb] [--load-state STATE.pb]
+                          [--json PLAN.json] [--rules DIR]
+    memconflict vars addr STATE.pb LOGICAL_ADDR [--memory-type NAME] [--device N] [--rules DIR]
+
+Exit status: 0 ok; 1 a failure GE reports (the message names the variable and
+why); 2 unusable input. Outputs are written only after every graph planned, each
+through a temporary file, so no partial output is left behind.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from engine.core.errors import InputError, Loc, PassFailure, Problem, display_path
+from engine.varmgr.desc import TensorDesc
+from engine.varmgr.manager import VarManager, VarManagerPool
+from engine.varmgr.physical import check_init_value
+from engine.varmgr.placement import GraphPlan, plan_graph
+from engine.varmgr.policy import VarPolicy
+from engine.varmgr.policy_load import default_policy, load_policy
+from engine.varmgr.records import VarError
+from engine.varmgr.session import open_session
+from engine.varmgr.state import encode, is_text_path, to_info
+
+
+def add_commands(subparsers) -> None:
+    """Add the `vars` command group to the `memconflict` parser."""
+    v = subparsers.add_parser("vars", help="plan variable memory as GE's VarManager does")
+    sub = v.add_subparsers(dest="vars_command", required=True, parser_class=type(v))
+    p = sub.add_parser("plan", help="plan the variables of one or more graphs in one session")
+    p.add_argument("graphs", nargs="+", metavar="GRAPH", help="GE dumps, planned in this order")
+    p.add_argument("--session", type=int, default=None, help="session id (default 0, or the loaded state's)")
+    p.add_argument("--memory-size", type=int, default=None, metavar="BYTES",
+                   help="device memory for SetMemoryMallocSize (default: keep GE's default maxima)")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="GE option (repeatable)")
+    p.add_argument("--out", action="append", metavar="OUT.pbtxt",
+                   help="write the planned graph; give one per GRAPH, in the same order")
+    p.add_argument("--save-state", metavar="STATE.pb", help="write the session as deployer.VarManagerInfo")
+    p.add_argument("--load-state", metavar="STATE.pb", help="start from a saved session")
+    p.add_argument("--json", metavar="PLAN.json", help="write the plan as JSON")
+    p.add_argument("--rules", metavar="DIR", help="rule pack folder holding variables.yaml")
+    p.set_defaults(func=cmd_plan)
+    a = sub.add_parser("addr", help="resolve a logical address as GetVarMemoryAddr does")
+    a.add_argument("state", metavar="STATE.pb")
+    a.add_argument("logical", metavar="LOGICAL_ADDR", help="decimal or 0x-hex")
+    a.add_argument("--memory-type", metavar="NAME", help="default: the type recorded for the address, else HBM")
+    a.add_argument("--device", type=int, default=0)
+    a.add_argument("--rules", metavar="DIR")
+    a.set_defaults(func=cmd_addr)
+
+
+def _policy(rules: str | None) -> VarPolicy:
+    return load_policy(Path(rules) / "variables.yaml") if rules else default_policy()
+
+
+def _options(items) -> dict[str, str]:
+    from engine.cli.common import parse_options
+    return parse_options(items)
+
+
+# ---- plan -------------------------------------------------------------------------
+def cmd_plan(args) -> int:
+    from engine.core.dumpio import load_model, model_to_text, serialize_model, is_binary_path
+    policy = _policy(args.rules)
+    options = _options(args.option)
+    outs = args.out or []
+    if outs and len(outs) != len(args.graphs):
+        raise InputError(Problem(Loc("--out"), f"{len(outs)} --out for {len(args.graphs)} graphs",
+                                 "give one --out per GRAPH, in the same order, or none"))
+    if args.memory_size is not None and args.memory_size <= 0:
+        raise InputError(Problem(Loc("--memory-size"), "memory size must be positive", ""))
+    pool = VarManagerPool(policy)
+    vm = open_session(pool, args.session, args.memory_size, options, args.load_state)
+    plans: list[tuple[str, GraphPlan]] = []
+    outputs: list[tuple[str, bytes]] = []
+    for gid, path in enumerate(args.graphs):
+        model = load_model(path)
+        try:
+            plan = plan_graph(model, vm, gid)
+        except VarError as exc:
+            raise PassFailure("vars plan", f"graph {gid} ({display_path(path)}): {exc.message}",
+                              exc.var) from None
+        _check_init_values(model, plan, vm, path)
+        plans.append((display_path(path), plan))
+        if outs:
+            data = serialize_model(model)
+            outputs.append((outs[gid], data if is_binary_path(outs[gid]) else model_to_text(data)))
+    if args.save_state:
+        outputs.append((args.save_state, encode(to_info(vm), is_text_path(args.save_state))))
+    if args.json:
+        outputs.append((args.json, (json.dumps(plan_json(vm, plans), indent=1) + "\n").encode()))
+    _write_all(outputs)
+    print(render_plan(vm, plans))
+    return 0
+
+
+def _check_init_values(model, plan: GraphPlan, vm: VarManager, path: str) -> None:
+    from engine.varmgr.nodes import output_desc
+    for e in plan.entries:
+        for g in (model.graphs.get(e.graph),):
+            node = g.find(e.node) if g is not None else None
+            desc = output_desc(node, vm.policy) if node is not None else None
+            why = check_init_value(desc) if desc is not None else None
+            if why:
+                raise PassFailure("vars plan", f"graph {plan.graph_id} ({display_path(path)}): variable "
+                                  f"'{e.name}': {why}; GetVarMemoryAddr would return nullptr", e.name)
+
+
+def _write_all(outputs: list[tuple[str, bytes]]) -> None:
+    """Every output to a temporary file first, then all renamed: all or nothing."""
+    import os
+    import tempfile
+    staged: list[tuple[str, str]] = []
+    try:
+        for path, data in outputs:
+            target = Path(path)
+            if not target.parent.is_dir():
+                raise InputError(Problem(Loc(path), f"folder '{target.parent}' does not exist",
+                                         "create it first"))
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            staged.append((tmp, path))
+        for tmp, path in staged:
+            os.replace(tmp, path)
+        staged = []
+    finally:
+        for tmp, _ in staged:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def plan_json(vm: VarManager, plans: list[tuple[str, GraphPlan]]) -> dict:
+    return {
+        "session": vm.session_id,
+        "logic_base": vm.var_mem_logic_base,
+        "var_mem_max_size": vm.var_mem_max_size,
+        "memory": {_type_name(vm, rt): {"var_mem_size": mem.var_mem_size,
+                                        "session_size": vm.get_var_mem_size(rt)}
+                   for rt, mem in sorted(vm.mem_resources.items())},
+        "graphs": [{
+            "graph_id": plan.graph_id, "graph": plan.graph, "file": file,
+            "variables": [{
+                "node": e.node, "graph": e.graph, "name": e.name, "var_key": e.key,
+                "memory_type": e.memory_type, "size": e.size, "offset": e.offset,
+                "address": e.address, "footprint": e.footprint, "decision": e.decision,
+            } for e in plan.entries],
+            "broadcasts": [{
+                "var_name": b.var_name, "broadcast_name": b.broadcast_name, "idx": b.idx,
+                "input_offset": b.input_offset, "input_size": b.input_size,
+                "output_offset": b.output_offset, "output_size": b.output_size,
+            } for b in plan.broadcasts],
+        } for file, plan in plans],
+    }
+
+
+def _type_name(vm: VarManager, rt: int) -> str:
+    spec = vm.policy.mem_type_by_rt(rt)
+    return spec.name if spec else str(rt)
+
+
+def render_plan(vm: VarManager, plans: list[tuple[str, GraphPlan]]) -> str:
+    lines = [f"session {vm.session_id}: logic base {vm.var_mem_logic_base}, "
+             f"var memory max {vm.var_mem_max_size}"]
+    head = ("variable", "VarKey", "type", "size", "offset", "address", "footprint", "decision")
+    for file, plan in plans:
+        lines.append(f"graph {plan.graph_id} '{plan.graph}' ({file}): {len(plan.entries)} variables")
+        rows = [head] + [(e.name if e.name == e.node else f"{e.name} (node {e.node})", e.key,
+                          e.memory_type, str(e.size), str(e.offset), str(e.address), str(e.footprint),
+                          e.decision) for e in plan.entries]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+        numeric = {3, 4, 5, 6}
+        for r in rows:
+            cells = [c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
+            lines.append("  " + "  ".join(cells).rstrip())
+        for b in plan.broadcasts:
+            lines.append(f"  broadcast {b.broadcast_name} input {b.idx} of '{b.var_name}': offset "
+                         f"{b.input_offset}, size {b.input_size}")
+    for rt, mem in sorted(vm.mem_resources.items()):
+        lines.append(f"{_type_name(vm, rt)}: {mem.var_mem_size} bytes of variable space in use "
+                     f"({vm.get_var_mem_size(rt)} session-owned)")
+    return "\n".join(lines)
+
+
+# ---- addr -------------------------------------------------------------------------
+def cmd_addr(args) -> int:
+    policy = _policy(args.rules)
+    try:
+        logic = int(args.logical, 0)
+    except ValueError:
+        raise InputError(Problem(Loc("LOGICAL_ADDR"), f"'{args.logical}' is not an address",
+                                 "write a decimal number or 0x-hex, e.g. 137438953472")) from None
+    names = [s.name for s in policy.memory_types]
+    if args.memory_type is not None and args.memory_type not in names:
+        from engine.core.errors import did_you_mean
+        raise InputError(Problem(Loc("--memory-type"), f"unknown memory type '{args.memory_type}'",
+                                 did_you_mean(args.memory_type, names, "memory type")))
+    pool = VarManagerPool(policy)
+    vm = open_session(pool, None, None, {}, args.state)
+    if args.memory_type is not None:
+        mem_type = policy.rt(args.memory_type)
+    elif vm.is_var_addr(logic):
+        mem_type = vm.get_var_mem_type(logic)
+    else:
+        mem_type = vm.hbm_rt
+    owners = describe_owners(vm, logic)
+    ptr = vm.get_var_memory_addr(logic, mem_type, args.device)
+    print(f"logical {logic} ({_type_name(vm, mem_type)}) in {display_path(args.state)}, session {vm.session_id}")
+    for line in owners:
+        print("  " + line)
+    if ptr is None:
+        raise PassFailure("vars addr", f"GetVarMemoryAddr({logic}, {_type_name(vm, mem_type)}) returns "
+                          f"nullptr: {_why_null(vm, logic, mem_type)}")
+    print(f"physical 0x{ptr:x} (simulated device memory)")
+    return 0
+
+
+def describe_owners(vm: VarManager, logic: int) -> list[str]:
+    """The VarKeys whose block holds `logic` (exact start or strictly inside)."""
+    res = vm.var_resource
+    out = []
+    for key, e in sorted(res.var_addr_mgr_map.items(), key=lambda kv: kv[0]):
+        inside = e.address <= logic < e.address + max(e.desc.size, 1)
+        if inside:
+            where = "start" if logic == e.address else f"+{logic - e.address}"
+            out.append(f"{key}: {_desc_text(e.desc)}, block at {e.address} ({where})")
+    return out or ["no variable holds this address"]
+
+
+def _desc_text(desc: TensorDesc) -> str:
+    return f"{desc.describe()}, {desc.size} bytes"
+
+
+def _why_null(vm: VarManager, logic: int, mem_type: int) -> str:
+    if vm.external_var_addr:
+        return "outside the external variable memory"
+    res = vm.var_resource
+    dmap = res.device_map(0)
+    entry = dmap.get(logic) or next((e for e in dmap.values()
+                                     if e.logic_addr < logic < e.logic_addr + e.desc.size), None)
+    if entry is None:
+        return "Logic addr info is not assign (no variable block holds this address)"
+    why = check_init_value(entry.desc)
+    return why or "device memory allocation failed"

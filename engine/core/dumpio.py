@@ -1,0 +1,364 @@
+"""Reading and writing GE dumps (`ge.proto.ModelDef`, text or binary).
+
+Text dumps go through protoc's C++ text-format codec (shipped in grpcio-tools):
+it is ~10x faster than Python's `text_format` and prints floats exactly as GE's
+C++ does, so an unchanged dump re-saves byte for byte. Python's `text_format`
+is the fallback when protoc cannot be started.
+
+Loading follows ModelSerializeImp (ge-formats.md §2): data inputs fill in-anchor
+slots in order (an entry without ':' occupies a slot but makes no edge), `:-1`
+entries are control edges, peer lists follow `_src_out_peer_index_for_ge_txt_load`
+when present, subgraphs are linked by `OpDef.subgraph_name` from the root.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from google.protobuf import text_format
+from google.protobuf.message import DecodeError
+
+from engine.core.errors import InputError, Loc, Problem, display_path
+from engine.core.graph import Graph, Model, Node
+from engine.proto import ge_ir_pb2 as pb
+from engine.core.surgery import link, link_ctrl
+
+PEER_INDEX_ATTR = "_src_out_peer_index_for_ge_txt_load"
+_PROTO_ROOT = Path(__file__).resolve().parent.parent.parent     # holds engine/proto/
+_PROTO_FILE = "engine/proto/ge_ir.proto"
+_PROTOC_ERR = re.compile(r"^input:(\d+):(\d+): (.*)$", re.M)
+BINARY_SUFFIXES = {".pb", ".bin", ".om_model"}
+TEXT_SUFFIXES = {".txt", ".pbtxt", ".prototxt"}
+
+
+# ---- raw bytes <-> ModelDef -------------------------------------------------
+def _protoc(mode: str, data: bytes) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "grpc_tools.protoc", f"-I{_PROTO_ROOT}",
+           f"--{mode}=ge.proto.ModelDef", _PROTO_FILE]
+    return subprocess.run(cmd, input=data, capture_output=True, cwd=_PROTO_ROOT)
+
+
+def _protoc_available() -> bool:
+    try:
+        import grpc_tools  # noqa: F401
+    except ImportError:
+        return False
+    return os.environ.get("MEMCONFLICT_NO_PROTOC", "") != "1"
+
+
+def parse_text(text: bytes, file: str) -> pb.ModelDef:
+    """Text-format ModelDef → message; errors carry file:line:col."""
+    if _protoc_available():
+        res = _protoc("encode", text)
+        if res.returncode == 0:
+            model = pb.ModelDef()
+            model.ParseFromString(res.stdout)
+            return model
+        err = res.stderr.decode("utf-8", "replace")
+        m = _PROTOC_ERR.search(err)
+        if m:
+            raise InputError(Problem(Loc(file, int(m.group(1)), int(m.group(2))),
+                                     f"malformed GE dump: {m.group(3).strip()}",
+                                     "the file must be a text-format ge.proto.ModelDef (a DUMP_GE_GRAPH ge_proto_*.txt)"))
+        if b"\0" in text[:4096]:
+            raise InputError(Problem(Loc(file), "not a text-format dump (binary content)",
+                                     "name binary ModelDef files *.pb"))
+    model = pb.ModelDef()
+    try:
+        text_format.Parse(text.decode("utf-8"), model)
+    except UnicodeDecodeError:
+        raise InputError(Problem(Loc(file), "not a text-format dump (not UTF-8)", "name binary ModelDef files *.pb")) from None
+    except text_format.ParseError as exc:
+        line, col = exc.GetLine() or 0, exc.GetColumn() or 0
+        msg = str(exc).split(" : ", 1)[-1]
+        raise InputError(Problem(Loc(file, line, col), f"malformed GE dump: {msg}",
+                                 "the file must be a text-format ge.proto.ModelDef")) from None
+    return model
+
+
+def parse_binary(data: bytes, file: str) -> pb.ModelDef:
+    model = pb.ModelDef()
+    try:
+        model.ParseFromString(data)
+    except DecodeError as exc:
+        raise InputError(Problem(Loc(file), f"malformed binary GE dump: {exc}",
+                                 "the file must be a serialized ge.proto.ModelDef; text dumps end in .txt/.pbtxt")) from None
+    return model
+
+
+def model_to_text(data: bytes) -> bytes:
+    if _protoc_available():
+        res = _protoc("decode", data)
+        if res.returncode == 0:
+            return res.stdout
+    model = pb.ModelDef()
+    model.ParseFromString(data)
+    return text_format.MessageToString(model).encode()
+
+
+def is_binary_path(path: str | Path) -> bool:
+    return Path(path).suffix.lower() in BINARY_SUFFIXES
+
+
+def read_modeldef(path: str | Path) -> pb.ModelDef:
+    file = display_path(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(Problem(Loc(file), f"cannot read GE dump: {exc.strerror}", "check the path")) from None
+    suffix = Path(path).suffix.lower()
+    if suffix in BINARY_SUFFIXES:
+        return parse_binary(data, file)
+    if suffix in TEXT_SUFFIXES:
+        return parse_text(data, file)
+    # unknown suffix: sniff
+    head = data[:512]
+    if head.lstrip()[:1].isalpha():
+        return parse_text(data, file)
+    return parse_binary(data, file)
+
+
+# ---- ModelDef -> Model --------------------------------------------------------
+def load_model(path: str | Path) -> Model:
+    """Read a GE dump into a Model (raises InputError on unusable input)."""
+    file = display_path(path)
+    return build_model(read_modeldef(path), file)
+
+
+def build_model(proto: pb.ModelDef, file: str = "<memory>") -> Model:
+    # Note [gc]: building allocates ~5 objects per node and frees none; the cyclic
+    # collector's full passes over them would make loading superlinear
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _build_model(proto, file)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _build_model(proto: pb.ModelDef, file: str) -> Model:
+    problems: list[Problem] = []
+    model = Model(proto, file)
+    if len(proto.graph) == 0:
+        raise InputError(Problem(Loc(file), "the dump holds no graph", "graph[0] must be the root graph"))
+    for gdef in proto.graph:
+        if gdef.name in model.graphs:
+            problems.append(Problem(Loc(file), f"two graphs are named '{gdef.name}'",
+                                    "graph names must be unique (subgraphs are linked by name)"))
+            continue
+        g = Graph(gdef, model)
+        for op in gdef.op:
+            if op.name in g.by_name:
+                problems.append(Problem(Loc(file), f"graph '{g.name}' has two nodes named '{op.name}'",
+                                        "node names must be unique within a graph"))
+                continue
+            g.append(Node(op, g))
+        model.add_graph(g)
+    if problems:
+        raise InputError(problems)
+    for g in model.graph_order:
+        _build_edges(g, model, problems)
+    model.root = model.graph_order[0]
+    _link_subgraphs(model, problems)
+    if problems:
+        raise InputError(problems)
+    for g in model.graph_order:
+        for n in g.nodes():
+            n.dirty = False
+    return model
+
+
+def _parse_index(text: str) -> int:
+    """strtol semantics: leading optional sign and digits; garbage → 0."""
+    m = re.match(r"\s*([+-]?\d+)", text)
+    return int(m.group(1)) if m else 0
+
+
+def _build_edges(g: Graph, model: Model, problems: list[Problem]) -> None:
+    file = model.source
+    pending: dict = {}          # src out-anchor → [(order key, dst in-anchor)]
+    seq = 0
+    for n in g.nodes():
+        op = n.op
+        peer_idx = None
+        if PEER_INDEX_ATTR in op.attr:
+            vals = list(op.attr[PEER_INDEX_ATTR].list.i)
+            del op.attr[PEER_INDEX_ATTR]
+            model.emit_peer_index = True
+            if len(vals) == len(op.input):
+                peer_idx = vals
+        slot = 0
+        for k, entry in enumerate(op.input):
+            if ":" not in entry:
+                slot += 1               # unconnected slot ("" in dumps)
+                continue
+            src_name, _, idx_text = entry.rpartition(":")
+            idx = _parse_index(idx_text)
+            if idx < -1:
+                problems.append(Problem(Loc(file), f"node '{n.name}' in graph '{g.name}': bad input '{entry}'",
+                                        "inputs are 'src:out_index' or 'src:-1' for control edges"))
+                continue
+            src = g.by_name.get(src_name)
+            if src is None:
+                problems.append(Problem(Loc(file), f"node '{n.name}' in graph '{g.name}': input '{entry}' names no node of this graph",
+                                        "edges connect nodes of one GraphDef; check the producer's name"))
+                if idx >= 0:
+                    slot += 1
+                continue
+            if idx == -1:
+                link_ctrl(src, n)
+                continue
+            if idx >= len(src.outs):
+                problems.append(Problem(Loc(file), f"node '{n.name}' in graph '{g.name}': input '{entry}' uses output {idx} "
+                                                   f"but '{src_name}' has {len(src.outs)} output(s)",
+                                        "an output index must be below the producer's output_desc count"))
+                slot += 1
+                continue
+            n.ensure_inputs(slot + 1)
+            order = (peer_idx[k] if peer_idx is not None and peer_idx[k] >= 0 else 1 << 40, seq)
+            seq += 1
+            pending.setdefault(src.outs[idx], []).append((order, n.ins[slot]))
+            slot += 1
+    for src, dsts in pending.items():
+        dsts.sort(key=lambda t: t[0])
+        for _, dst in dsts:
+            link(src, dst)
+
+
+def _link_subgraphs(model: Model, problems: list[Problem]) -> None:
+    queue = [model.root]
+    seen = {model.root.name}
+    while queue:
+        g = queue.pop(0)
+        for n in g.nodes():
+            for name in n.op.subgraph_name:
+                if not name:
+                    n.subgraphs.append(None)
+                    continue
+                sg = model.graphs.get(name)
+                if sg is None:
+                    problems.append(Problem(Loc(model.source), f"node '{n.name}' ({n.type}) names subgraph '{name}', which is not in the dump",
+                                            f"add a graph {{ name: \"{name}\" ... }} or fix subgraph_name"))
+                    n.subgraphs.append(None)
+                    continue
+                if name in seen or sg is model.root:
+                    problems.append(Problem(Loc(model.source), f"subgraph '{name}' is used by more than one node (again by '{n.name}')",
+                                            "each subgraph instance belongs to exactly one parent node"))
+                    n.subgraphs.append(None)
+                    continue
+                seen.add(name)
+                sg.parent_node = n
+                n.subgraphs.append(sg)
+                queue.append(sg)
+
+
+# ---- Model -> bytes -------------------------------------------------------------
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _field(num: int, payload: bytes) -> bytes:
+    return _varint((num << 3) | 2) + _varint(len(payload)) + payload
+
+
+def _rewrite_inputs(n: Node, emit_peer_index: bool) -> None:
+    entries: list[str] = []
+    peer_pos: list[int] = []
+    for a in n.ins:
+        if a.peer is None:
+            entries.append("")
+            peer_pos.append(-1)
+        else:
+            entries.append(f"{a.peer.node.name}:{a.peer.idx}")
+            # positions are needed only for the peer-index attribute (a scan per edge)
+            peer_pos.append(a.peer.peers.index(a) if emit_peer_index else -1)
+    # trailing unconnected slots beyond the descriptors are not written
+    while entries and entries[-1] == "" and len(entries) > len(n.op.input_desc):
+        entries.pop()
+        peer_pos.pop()
+    for p in n.in_ctrl:
+        entries.append(f"{p.name}:-1")
+        peer_pos.append(p.out_ctrl.index(n) if emit_peer_index else -1)
+    del n.op.input[:]
+    n.op.input.extend(entries)
+    if emit_peer_index:
+        lst = n.op.attr[PEER_INDEX_ATTR].list
+        lst.Clear()
+        lst.i.extend(peer_pos)
+        lst.val_type = pb.AttrDef.ListValue.VT_LIST_INT
+
+
+def serialize_model(model: Model) -> bytes:
+    """Canonical binary ModelDef of the current graph state."""
+    proto = model.proto
+    head = pb.ModelDef(name=proto.name, version=proto.version, custom_version=proto.custom_version)
+    tail = pb.ModelDef()
+    for k in proto.attr:
+        tail.attr[k].CopyFrom(proto.attr[k])
+    if proto.HasField("attr_groups"):
+        tail.attr_groups.CopyFrom(proto.attr_groups)
+    parts = [head.SerializeToString(deterministic=True)]
+    for g in model.graph_order:
+        parts.append(_field(7, _serialize_graph(g, model.emit_peer_index)))
+    parts.append(tail.SerializeToString(deterministic=True))
+    return b"".join(parts)
+
+
+def _serialize_graph(g: Graph, emit_peer_index: bool) -> bytes:
+    gd = g.proto
+    head = pb.GraphDef(name=gd.name)
+    head.input.extend(gd.input)
+    head.output.extend(gd.output)
+    tail = pb.GraphDef()
+    for k in gd.attr:
+        tail.attr[k].CopyFrom(gd.attr[k])
+    if gd.HasField("attr_groups"):
+        tail.attr_groups.CopyFrom(gd.attr_groups)
+    parts = [head.SerializeToString(deterministic=True)]
+    for n in g.nodes():
+        if n.dirty or emit_peer_index:
+            _rewrite_inputs(n, emit_peer_index)
+        parts.append(_field(6, n.op.SerializeToString(deterministic=True)))
+    parts.append(tail.SerializeToString(deterministic=True))
+    return b"".join(parts)
+
+
+def save_model(model: Model, path: str | Path) -> None:
+    """Write the model as binary (.pb) or GE text; atomically (no partial file)."""
+    data = serialize_model(model)
+    if not is_binary_path(path):
+        data = model_to_text(data)
+    write_atomic(path, data)
+
+
+def write_atomic(path: str | Path, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,352 @@
+"""The graph model: GE's ComputeGraph semantics over ge.proto messages.
+
+A `Model` holds the root `Graph` and its subgraphs. Each `Node` keeps its
+`ge.proto.OpDef` message (attributes, descriptors and every field the engine does
+not interpret survive untouched); edges live in the anchors:
+
+* `OutAnchor.peers` is the ordered list of consumer in-anchors (GE's peer list);
+* `InAnchor.peer` is the producer out-anchor or None;
+* `Node.in_ctrl` / `Node.out_ctrl` are ordered control predecessors/successors.
+
+Each graph keeps its direct nodes in a doubly linked list so that inserting a
+node right after its source (GE's `InsertNode`) and removing a node are O(1),
+and a walk over the live list sees nodes inserted after the current one.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from engine.proto import ge_ir_pb2 as pb
+
+
+class InAnchor:
+    __slots__ = ("node", "idx", "peer")
+    is_out = False
+
+    def __init__(self, node: "Node", idx: int):
+        self.node = node
+        self.idx = idx
+        self.peer: OutAnchor | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.node.name}_in_{self.idx}"
+
+    @property
+    def desc(self) -> pb.TensorDescriptor | None:
+        descs = self.node.op.input_desc
+        return descs[self.idx] if self.idx < len(descs) else None
+
+    def __repr__(self) -> str:
+        return f"<in {self.node.name}:{self.idx}>"
+
+
+class OutAnchor:
+    __slots__ = ("node", "idx", "peers")
+    is_out = True
+
+    def __init__(self, node: "Node", idx: int):
+        self.node = node
+        self.idx = idx
+        self.peers: list[InAnchor] = []
+
+    @property
+    def key(self) -> str:
+        return f"{self.node.name}_out_{self.idx}"
+
+    @property
+    def desc(self) -> pb.TensorDescriptor | None:
+        descs = self.node.op.output_desc
+        return descs[self.idx] if self.idx < len(descs) else None
+
+    def __repr__(self) -> str:
+        return f"<out {self.node.name}:{self.idx}>"
+
+
+class Node:
+    __slots__ = ("name", "type", "op", "graph", "ins", "outs", "in_ctrl", "out_ctrl", "out_ctrl_set",
+                 "subgraphs", "prev", "next", "dirty", "_ports", "alive")
+
+    def __init__(self, op: pb.OpDef, graph: "Graph"):
+        self.op = op
+        self.name: str = op.name
+        self.type: str = op.type
+        self.graph = graph
+        self.ins: list[InAnchor] = [InAnchor(self, i) for i in range(len(op.input_desc))]
+        self.outs: list[OutAnchor] = [OutAnchor(self, i) for i in range(len(op.output_desc))]
+        self.in_ctrl: list[Node] = []
+        self.out_ctrl: list[Node] = []
+        self.out_ctrl_set: set[Node] = set()     # membership of out_ctrl (kept by engine.surgery)
+        self.subgraphs: list[Graph | None] = []   # by subgraph index; None = empty name
+        self.prev: Node | None = None
+        self.next: Node | None = None
+        self.dirty = False      # inputs changed: OpDef.input is rewritten on save
+        self._ports = None
+        self.alive = True
+
+    # ---- identity -------------------------------------------------------
+    @property
+    def id(self) -> int:
+        return self.op.id
+
+    @id.setter
+    def id(self, value: int) -> None:
+        self.op.id = value
+
+    def __repr__(self) -> str:
+        return f"<{self.type} {self.name}>"
+
+    # ---- attributes (op-level) ------------------------------------------
+    def attr(self, key: str):
+        """The AttrDef for `key`, or None."""
+        attrs = self.op.attr
+        return attrs[key] if key in attrs else None
+
+    def has_attr(self, key: str) -> bool:
+        return key in self.op.attr
+
+    # ---- port names (from _input_name_key/_value, _output_name_key/_value) ----
+    def ports(self) -> tuple[dict[str, int], dict[str, int]]:
+        if self._ports is None:
+            self._ports = (_name_map(self.op, "_input_name_key", "_input_name_value"),
+                           _name_map(self.op, "_output_name_key", "_output_name_value"))
+        return self._ports
+
+    def input_name(self, idx: int) -> str | None:
+        for name, i in self.ports()[0].items():
+            if i == idx:
+                return name
+        return None
+
+    def output_name(self, idx: int) -> str | None:
+        for name, i in self.ports()[1].items():
+            if i == idx:
+                return name
+        return None
+
+    def set_ports(self, inputs: list[str], outputs: list[str]) -> None:
+        """Name the ports as GE's dump does (`_input_name_key/_value`, ...)."""
+        for prefix, names in (("_input_name", inputs), ("_output_name", outputs)):
+            if not names:
+                continue
+            key = self.op.attr[prefix + "_key"].list
+            key.Clear()
+            key.s.extend(n.encode() for n in names)
+            key.val_type = pb.AttrDef.ListValue.VT_LIST_STRING
+            val = self.op.attr[prefix + "_value"].list
+            val.Clear()
+            val.i.extend(range(len(names)))
+            val.val_type = pb.AttrDef.ListValue.VT_LIST_INT
+        self._ports = None
+
+    # ---- neighbourhood --------------------------------------------------
+    def data_consumers(self) -> list["Node"]:
+        return [p.node for o in self.outs for p in o.peers]
+
+    def has_data_consumers(self) -> bool:
+        return any(o.peers for o in self.outs)
+
+    def in_producers(self) -> list["Node"]:
+        return [a.peer.node for a in self.ins if a.peer is not None]
+
+    def ensure_inputs(self, n: int) -> None:
+        while len(self.ins) < n:
+            self.ins.append(InAnchor(self, len(self.ins)))
+
+    def ensure_outputs(self, n: int) -> None:
+        while len(self.outs) < n:
+            self.outs.append(OutAnchor(self, len(self.outs)))
+
+
+def _name_map(op: pb.OpDef, key_attr: str, value_attr: str) -> dict[str, int]:
+    attrs = op.attr
+    if key_attr not in attrs or value_attr not in attrs:
+        return {}
+    keys = attrs[key_attr].list.s
+    vals = attrs[value_attr].list.i
+    return {k.decode("utf-8", "replace"): int(v) for k, v in zip(keys, vals)}
+
+
+class Graph:
+    """One ComputeGraph: ordered direct nodes, graph attributes, parent link."""
+
+    def __init__(self, proto: pb.GraphDef, model: "Model"):
+        self.proto = proto          # the GraphDef (its `op` list is rebuilt on save)
+        self.name: str = proto.name
+        self.model = model
+        self.parent_node: Node | None = None
+        self.head: Node | None = None
+        self.tail: Node | None = None
+        self.by_name: dict[str, Node] = {}
+        self.count = 0
+
+    def __repr__(self) -> str:
+        return f"<graph {self.name} ({self.count} nodes)>"
+
+    @property
+    def parent_graph(self) -> "Graph | None":
+        return self.parent_node.graph if self.parent_node is not None else None
+
+    @property
+    def is_root(self) -> bool:
+        return self.parent_node is None
+
+    def attr(self, key: str):
+        attrs = self.proto.attr
+        return attrs[key] if key in attrs else None
+
+    def nodes(self) -> Iterator[Node]:
+        """Direct nodes in order; a live walk (sees nodes inserted after the current one)."""
+        n = self.head
+        while n is not None:
+            yield n
+            # a removed node keeps its `next`, so the walk continues past it
+            n = n.next
+            while n is not None and not n.alive:
+                n = n.next
+
+    def node_list(self) -> list[Node]:
+        return list(self.nodes())
+
+    def find(self, name: str) -> Node | None:
+        return self.by_name.get(name)
+
+    # ---- list surgery ---------------------------------------------------
+    def _link_after(self, node: Node, after: Node | None) -> None:
+        if after is None:                       # append at the end
+            node.prev, node.next = self.tail, None
+            if self.tail is not None:
+                self.tail.next = node
+            else:
+                self.head = node
+            self.tail = node
+        else:
+            node.prev, node.next = after, after.next
+            if after.next is not None:
+                after.next.prev = node
+            else:
+                self.tail = node
+            after.next = node
+        self.count += 1
+
+    def append(self, node: Node) -> None:
+        self._register(node)
+        self._link_after(node, None)
+
+    def insert_after(self, node: Node, after: Node) -> None:
+        """GE ComputeGraph::InsertNode: right after `after`, sharing its topological id."""
+        self._register(node)
+        self._link_after(node, after)
+        node.id = after.id
+
+    def prepend(self, node: Node) -> None:
+        """GE AddNodeFront."""
+        self._register(node)
+        node.prev, node.next = None, self.head
+        if self.head is not None:
+            self.head.prev = node
+        else:
+            self.tail = node
+        self.head = node
+        self.count += 1
+
+    def _register(self, node: Node) -> None:
+        node.graph = self
+        self.by_name[node.name] = node
+
+    def unlink_from_list(self, node: Node) -> None:
+        if node.prev is not None:
+            node.prev.next = node.next
+        else:
+            self.head = node.next
+        if node.next is not None:
+            node.next.prev = node.prev
+        else:
+            self.tail = node.prev
+        self.count -= 1
+        if self.by_name.get(node.name) is node:
+            del self.by_name[node.name]
+        node.alive = False
+
+    def reorder(self, order: list[Node]) -> None:
+        """Replace the node order (used by topological sorting)."""
+        self.head = self.tail = None
+        self.count = 0
+        prev = None
+        for n in order:
+            n.prev, n.next = prev, None
+            if prev is None:
+                self.head = n
+            else:
+                prev.next = n
+            prev = n
+            self.count += 1
+        self.tail = prev
+
+
+class Model:
+    """A ModelDef: root graph + subgraphs (graph[0] is the root)."""
+
+    def __init__(self, proto: pb.ModelDef, source: str = "<memory>"):
+        self.proto = proto
+        self.source = source
+        self.graphs: dict[str, Graph] = {}
+        self.graph_order: list[Graph] = []
+        self.root: Graph | None = None
+        self.emit_peer_index = False   # re-emit _src_out_peer_index_for_ge_txt_load on save
+        # node → bool: edges out of such nodes close loops and are left out of sorting (pack's
+        # surgery.loop_back_edge_from, set by the runner)
+        self.loop_back_source = None
+
+    def add_graph(self, g: Graph) -> None:
+        self.graphs[g.name] = g
+        self.graph_order.append(g)
+
+    def all_nodes(self, graph: Graph | None = None) -> list[Node]:
+        """GE ComputeGraph::GetAllNodes: a snapshot, each parent followed by its
+        subgraphs' nodes (depth first, subgraph index order)."""
+        out: list[Node] = []
+        self._collect(graph or self.root, out)
+        return out
+
+    def _collect(self, g: Graph, out: list[Node]) -> None:
+        for n in g.nodes():
+            out.append(n)
+            for sg in n.subgraphs:
+                if sg is not None:
+                    self._collect(sg, out)
+
+    def walk_all_nodes(self, graph: Graph | None = None) -> Iterator[Node]:
+        """Like all_nodes, but live: nodes inserted after the current one are visited."""
+        g = graph or self.root
+        for n in g.nodes():
+            yield n
+            for sg in n.subgraphs:
+                if sg is not None:
+                    yield from self.walk_all_nodes(sg)
+
+    def all_subgraphs(self, graph: Graph | None = None) -> list[Graph]:
+        """GE GetAllSubgraphs of `graph` (default root), in the same depth-first order."""
+        out: list[Graph] = []
+
+        def rec(g: Graph) -> None:
+            for n in g.nodes():
+                for sg in n.subgraphs:
+                    if sg is not None:
+                        out.append(sg)
+                        rec(sg)
+        rec(graph or self.root)
+        return out
+
+    def node_count(self) -> int:
+        return sum(g.count for g in self.graphs.values())
+
+    def unique_name(self, graph: Graph, base: str) -> str:
+        return base if base not in graph.by_name else _bump(graph, base)
+
+
+def _bump(graph: Graph, base: str) -> str:
+    k = 1
+    while f"{base}_{k}" in graph.by_name:
+        k += 1
+    return f"{base}_{k}"

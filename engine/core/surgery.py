@@ -1,0 +1,278 @@
+"""Edge edits and GE's graph-surgery primitives (ge-conflict-rules.md §2).
+
+All functions keep peer lists ordered the way GE's anchors do, because several
+rules ("the first consumer keeps the direct edge") read that order.
+"""
+from __future__ import annotations
+
+import heapq
+from typing import Callable, Iterable
+
+from engine.core.graph import Graph, InAnchor, Node, OutAnchor
+from engine.proto import ge_ir_pb2 as pb
+
+
+# ---- data edges -----------------------------------------------------------
+def link(src: OutAnchor, dst: InAnchor) -> None:
+    if dst.peer is not None:
+        unlink(dst.peer, dst)
+    src.peers.append(dst)
+    dst.peer = src
+    dst.node.dirty = True
+
+
+def unlink(src: OutAnchor, dst: InAnchor) -> None:
+    src.peers.remove(dst)
+    dst.peer = None
+    dst.node.dirty = True
+
+
+def replace_peer(src: OutAnchor, old: InAnchor, new: InAnchor) -> None:
+    """GE Anchor::ReplacePeer: `new` takes `old`'s position in src's peer list."""
+    pos = src.peers.index(old)
+    src.peers[pos] = new
+    old.peer = None
+    old.node.dirty = True
+    if new.peer is not None:
+        unlink(new.peer, new)
+    new.peer = src
+    new.node.dirty = True
+
+
+# ---- control edges ----------------------------------------------------------
+def link_ctrl(a: Node, b: Node) -> None:
+    if b in a.out_ctrl_set:
+        return
+    a.out_ctrl.append(b)
+    a.out_ctrl_set.add(b)
+    b.in_ctrl.append(a)
+    b.dirty = True
+
+
+def unlink_ctrl(a: Node, b: Node) -> None:
+    a.out_ctrl.remove(b)
+    a.out_ctrl_set.discard(b)
+    b.in_ctrl.remove(a)
+    b.dirty = True
+
+
+def connected(a: Node, b: Node) -> bool:
+    """a → b by a data or control edge."""
+    if b in a.out_ctrl_set:
+        return True
+    return any(p.node is b for o in a.outs for p in o.peers)
+
+
+# ---- node creation --------------------------------------------------------
+def new_node(graph: Graph, op: pb.OpDef, after: Node | None) -> Node:
+    """Add `op` to `graph`: right after `after` (sharing its id) or at the end."""
+    node = Node(op, graph)
+    if after is not None and after.graph is graph:
+        graph.insert_after(node, after)
+    else:
+        graph.append(node)
+    node.dirty = True
+    return node
+
+
+def inherit_attrs(dst: Node, src: Node, keys: Iterable[str]) -> None:
+    for key in keys:
+        if key in src.op.attr and key not in dst.op.attr:
+            dst.op.attr[key].CopyFrom(src.op.attr[key])
+
+
+def insert_before(dst: InAnchor, op: pb.OpDef, *, in_idx: int = 0, out_idx: int = 0,
+                  keep_ctrl: Callable[[Node], bool] = lambda n: False,
+                  inherit: Iterable[str] = ()) -> Node:
+    """GE GraphUtils::InsertNodeBefore: producer → new.in[in_idx], new.out[out_idx] → dst.
+
+    The new node sits right after the producer; the in-control edges of dst's node
+    move to the new node, except those from nodes for which `keep_ctrl` holds.
+    """
+    src = dst.peer
+    owner = dst.node.graph
+    node = new_node(owner, op, src.node if src is not None else None)
+    node.ensure_inputs(in_idx + 1)
+    node.ensure_outputs(out_idx + 1)
+    if src is not None:
+        replace_peer(src, dst, node.ins[in_idx])
+    link(node.outs[out_idx], dst)
+    target = dst.node
+    for pred in list(target.in_ctrl):
+        if keep_ctrl(pred):
+            continue
+        unlink_ctrl(pred, target)
+        link_ctrl(pred, node)
+    inherit_attrs(node, target, inherit)
+    return node
+
+
+def insert_after(src: OutAnchor, dsts: list[InAnchor], op: pb.OpDef, *,
+                 move_ctrl: bool = True, inherit: Iterable[str] = ()) -> Node:
+    """GE GraphUtils::InsertNodeAfter: src → new.in0, new.out0 → every dst.
+
+    Note [insert-after order]: the new in-anchor takes the first dst's place in
+    src's peer list (ReplacePeer); the other dsts are re-linked in order. The
+    out-control edges of src's node move to the new node when `move_ctrl`.
+    """
+    owner = src.node.graph
+    node = new_node(owner, op, src.node)
+    node.ensure_inputs(1)
+    node.ensure_outputs(1)
+    first = True
+    for dst in dsts:
+        if first:
+            replace_peer(src, dst, node.ins[0])
+            first = False
+        else:
+            unlink(src, dst)
+        link(node.outs[0], dst)
+    if first:
+        link(src, node.ins[0])
+    if move_ctrl:
+        s = src.node
+        for succ in list(s.out_ctrl):
+            unlink_ctrl(s, succ)
+            link_ctrl(node, succ)
+    inherit_attrs(node, src.node, inherit)
+    return node
+
+
+def isolate(node: Node, io_map: list[int]) -> None:
+    """GE GraphUtils::IsolateNode: bypass data through io_map, bridge control, unlink."""
+    preds: list[Node] = []
+    for a in node.ins:
+        if a.peer is not None and a.peer.node not in preds:
+            preds.append(a.peer.node)
+    for p in node.in_ctrl:
+        if p not in preds:
+            preds.append(p)
+    succs: list[Node] = []
+    for o in node.outs:
+        for p in o.peers:
+            if p.node not in succs:
+                succs.append(p.node)
+    for s in node.out_ctrl:
+        if s not in succs:
+            succs.append(s)
+    for i, o in enumerate(node.outs):
+        src = None
+        if i < len(io_map) and 0 <= io_map[i] < len(node.ins):
+            src = node.ins[io_map[i]].peer
+        for dst in list(o.peers):
+            unlink(o, dst)
+            if src is not None:
+                link(src, dst)
+    for p in preds:
+        for s in succs:
+            if p is s or p is node or s is node or connected(p, s):
+                continue
+            link_ctrl(p, s)
+    detach(node)
+
+
+def detach(node: Node) -> None:
+    """Remove every edge of `node`."""
+    for a in node.ins:
+        if a.peer is not None:
+            unlink(a.peer, a)
+    for o in node.outs:
+        for dst in list(o.peers):
+            unlink(o, dst)
+    for p in list(node.in_ctrl):
+        unlink_ctrl(p, node)
+    for s in list(node.out_ctrl):
+        unlink_ctrl(node, s)
+
+
+def remove_node(node: Node) -> None:
+    detach(node)
+    node.graph.unlink_from_list(node)
+
+
+# ---- ordering ---------------------------------------------------------------
+def topo_sort(graph: Graph, assign_ids: bool = True) -> list[Node] | None:
+    """Topologically sort the direct nodes of `graph` (data + control edges).
+
+    Note [topological order]: Kahn's algorithm with the current list position as
+    tie-break, so an already sorted graph keeps its order. GE assigns ids in the
+    new order; with `assign_ids` ids become 0..n-1. Returns None on a cycle.
+    """
+    order = graph.node_list()
+    pos = {n: i for i, n in enumerate(order)}
+    back = getattr(graph.model, "loop_back_source", None) if graph.model is not None else None
+
+    def succ(n: Node) -> list[Node]:
+        return [] if back is not None and back(n) else successors(n)
+    if all(pos.get(s, i + 1) > i for i, n in enumerate(order) for s in succ(n)):
+        out = order                      # already sorted: Kahn's with this tie-break keeps it
+        if assign_ids:
+            for i, n in enumerate(out):
+                if n.op.id != i:
+                    n.op.id = i
+        return out
+    indeg = {n: 0 for n in order}
+    for n in order:
+        for s in succ(n):
+            if s in indeg:
+                indeg[s] += 1
+    heap = [pos[n] for n in order if indeg[n] == 0]
+    heapq.heapify(heap)
+    out: list[Node] = []
+    while heap:
+        n = order[heapq.heappop(heap)]
+        out.append(n)
+        for s in succ(n):
+            if s in indeg:
+                indeg[s] -= 1
+                if indeg[s] == 0:
+                    heapq.heappush(heap, pos[s])
+    if len(out) != len(order):
+        return None
+    graph.reorder(out)
+    if assign_ids:
+        for i, n in enumerate(out):
+            if n.op.id != i:
+                n.op.id = i
+    return out
+
+
+def topo_sort_model(model) -> None:
+    """GE ComputeGraph::TopologicalSorting on the root: sort the root and every
+    subgraph, then number all nodes 0..n-1 in GetAllNodes order (one numbering for
+    the whole model, so ids compare across graphs)."""
+    for g in [model.root] + model.all_subgraphs():
+        topo_sort(g, assign_ids=False)
+    for i, n in enumerate(model.all_nodes()):
+        if n.op.id != i:
+            n.op.id = i
+
+
+def successors(n: Node) -> list[Node]:
+    """Data and control successors of n, with repeats (one per edge)."""
+    out = [p.node for o in n.outs for p in o.peers]
+    out.extend(n.out_ctrl)
+    return out
+
+
+def find_cycle(graph: Graph, ignore_edge: Callable[[Node, Node], bool]) -> list[Node] | None:
+    """A data/control cycle among the direct nodes, skipping edges `ignore_edge(a, b)`."""
+    order = graph.node_list()
+    indeg = {n: 0 for n in order}
+    for n in order:
+        for s in successors(n):
+            if s in indeg and not ignore_edge(n, s):
+                indeg[s] += 1
+    stack = [n for n in order if indeg[n] == 0]
+    seen = 0
+    while stack:
+        n = stack.pop()
+        seen += 1
+        for s in successors(n):
+            if s in indeg and not ignore_edge(n, s):
+                indeg[s] -= 1
+                if indeg[s] == 0:
+                    stack.append(s)
+    if seen == len(order):
+        return None
+    return [n for n in order if indeg[n] > 0]

@@ -1,0 +1,113 @@
+"""YAML loading that keeps source positions.
+
+`load_yaml(path)` returns plain dicts/lists/scalars where every mapping is a
+`YMap` (a dict with `.loc` and per-key `.key_locs`/`.value_locs`), every list a
+`YList` (with `.loc` and `.item_locs`) and every string a `YStr` (with `.loc`).
+Duplicate keys are errors (PyYAML silently keeps the last one).
+"""
+from __future__ import annotations
+
+import yaml
+
+from engine.core.errors import Collector, InputError, Loc, Problem, display_path
+
+
+class YStr(str):
+    __slots__ = ("loc",)
+
+
+class YMap(dict):
+    loc: Loc
+    key_locs: dict
+    value_locs: dict
+
+
+class YList(list):
+    loc: Loc
+    item_locs: list
+
+
+def _loc(file: str, mark) -> Loc:
+    return Loc(file, mark.line + 1, mark.column + 1)
+
+
+def load_yaml(path, text: str | None = None):
+    """Parse a YAML file into located values; raise InputError on bad YAML."""
+    file = display_path(path)
+    if text is None:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise InputError(Problem(Loc(file), f"cannot read file: {exc.strerror}", "check the path")) from None
+        except UnicodeDecodeError:
+            raise InputError(Problem(Loc(file), "file is not UTF-8 text", "save it as UTF-8")) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        loc = _loc(file, mark) if mark else Loc(file)
+        msg = (exc.problem or exc.context or "malformed YAML").strip()
+        raise InputError(Problem(loc, f"YAML syntax: {msg}", "check indentation, quoting and ':' after keys")) from None
+    except yaml.YAMLError as exc:
+        raise InputError(Problem(Loc(file), f"YAML syntax: {exc}", "check the file")) from None
+    if node is None:
+        empty = YMap()
+        empty.loc, empty.key_locs, empty.value_locs = Loc(file, 1, 1), {}, {}
+        return empty
+    errors = Collector()
+    value = _convert(node, file, errors)
+    errors.check()
+    return value
+
+
+_bool_tag = "tag:yaml.org,2002:bool"
+_int_tag = "tag:yaml.org,2002:int"
+_float_tag = "tag:yaml.org,2002:float"
+_null_tag = "tag:yaml.org,2002:null"
+
+
+def _convert(node, file: str, errors: Collector):
+    loc = _loc(file, node.start_mark)
+    if isinstance(node, yaml.MappingNode):
+        out = YMap()
+        out.loc, out.key_locs, out.value_locs = loc, {}, {}
+        for knode, vnode in node.value:
+            key = _convert(knode, file, errors)
+            if isinstance(key, (YMap, YList)):
+                errors.error(_loc(file, knode.start_mark), "a mapping key must be a scalar", "use a plain name as key")
+                continue
+            if key in out:
+                errors.error(_loc(file, knode.start_mark), f"duplicate key '{key}'",
+                             f"'{key}' is already given at {out.key_locs[key]}")
+                continue
+            out[key] = _convert(vnode, file, errors)
+            out.key_locs[key] = _loc(file, knode.start_mark)
+            out.value_locs[key] = _loc(file, vnode.start_mark)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        out = YList()
+        out.loc, out.item_locs = loc, []
+        for item in node.value:
+            out.append(_convert(item, file, errors))
+            out.item_locs.append(_loc(file, item.start_mark))
+        return out
+    # scalar
+    tag = node.tag
+    if node.style is None:
+        if tag == _bool_tag:
+            return yaml.SafeLoader.construct_yaml_bool(yaml.SafeLoader(""), node)
+        if tag == _int_tag:
+            return yaml.SafeLoader.construct_yaml_int(yaml.SafeLoader(""), node)
+        if tag == _float_tag:
+            return yaml.SafeLoader.construct_yaml_float(yaml.SafeLoader(""), node)
+        if tag == _null_tag:
+            return None
+    s = YStr(node.value)
+    s.loc = loc
+    return s
+
+
+def loc_of(value, default: Loc) -> Loc:
+    """The source position of a located value (or `default`)."""
+    return getattr(value, "loc", default)

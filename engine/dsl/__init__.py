@@ -1,0 +1,1 @@
+"""The rule DSL: syntax tree (ast), parser, compiler, the function library (library, queries)."""

@@ -1,0 +1,218 @@
+"""Compiling DSL expressions into Python functions over the graph model: a rule
+is evaluated hundreds of thousands of times on large graphs, so it is compiled
+once rather than interpreted."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from engine.core.errors import Collector, did_you_mean
+from engine.dsl.ast import (Binary, Call, Comprehension, Cond, Const, Expr, Field, Index, IsClass, Let,
+    ListLit, Paren, Quant, Unary, Var)
+
+
+# ---- compiling ----------------------------------------------------------------
+FIELDS = frozenset({"name", "type", "id", "graph", "node", "idx", "peer", "peers", "parent_node",
+                    "ins", "outs", "in_ctrl", "out_ctrl", "subgraphs", "is_out", "is_root", "key"})
+
+
+@dataclass
+class Scope:
+    """What an expression may name: context variables, constants, op classes, functions."""
+
+    variables: tuple[str, ...]
+    constants: dict[str, Any]
+    classes: dict[str, frozenset]
+    functions: dict[str, "Primitive"]
+
+
+@dataclass(frozen=True)
+class Primitive:
+    name: str
+    fn: Callable
+    arity: tuple[int, int]          # (min, max) arguments
+    doc: str = ""
+
+
+class Compiler:
+    """Compiles expressions into Python functions; problems are collected."""
+
+    def __init__(self, scope: Scope, errors: Collector):
+        self.scope = scope
+        self.errors = errors
+        self._ns: dict[str, Any] | None = None
+
+    def check(self, e: Expr, bound: tuple[str, ...] = ()) -> None:
+        self._py(e, set(self.scope.variables) | set(bound))
+
+    def source(self, e: Expr, bound: tuple[str, ...] = ()) -> str:
+        return self._py(e, set(self.scope.variables) | set(bound))
+
+    def namespace(self) -> dict[str, Any]:
+        """The globals generated code runs in (shared by everything this compiler builds)."""
+        if self._ns is None:
+            ns: dict[str, Any] = {"_rt": _runtime}
+            for name, prim in self.scope.functions.items():
+                ns["f_" + name] = prim.fn
+            for name, members in self.scope.classes.items():
+                ns["C_" + name] = members
+            self._ns = ns
+        return self._ns
+
+    def define(self, name: str, params: tuple[str, ...], body: Expr, memo: bool = False) -> None:
+        """Compile a pack-defined function; it is callable as `name(...)` from later code.
+        With `memo`, results are cached by argument identity for this compiler's life."""
+        src = self.source(body, params)
+        args = ", ".join("v_" + p for p in params)
+        ns = self.namespace()
+        exec(f"def f_{name}({args}):\n    return {src}\n", ns)  # noqa: S102
+        if memo:
+            ns["f_" + name] = _memoised(ns["f_" + name])
+
+    def _py(self, e: Expr, names: set[str]) -> str:
+        py = self._py
+        if isinstance(e, Paren):
+            return "(" + py(e.inner, names) + ")"
+        if isinstance(e, Const):
+            return repr(e.value)
+        if isinstance(e, Var):
+            if e.name in names:
+                return "v_" + e.name
+            if e.name in self.scope.constants:
+                return repr(self.scope.constants[e.name])
+            self.errors.error(e.loc, f"unknown name '{e.name}'",
+                              did_you_mean(e.name, list(names) + list(self.scope.constants), "names here"))
+            return "None"
+        if isinstance(e, Call):
+            prim = self.scope.functions.get(e.fn)
+            args = [py(a, names) for a in e.args]
+            if prim is None:
+                self.errors.error(e.loc, f"unknown function '{e.fn}'",
+                                  did_you_mean(e.fn, self.scope.functions, "functions"))
+                return "None"
+            lo, hi = prim.arity
+            if not lo <= len(args) <= hi:
+                want = str(lo) if lo == hi else f"{lo} to {hi}"
+                self.errors.error(e.loc, f"'{e.fn}' takes {want} argument(s), got {len(args)}",
+                                  prim.doc or f"see the primitive '{e.fn}'")
+            return f"f_{e.fn}({', '.join(args)})"
+        if isinstance(e, Field):
+            if e.name not in FIELDS:
+                self.errors.error(e.loc, f"unknown field '.{e.name}'", did_you_mean(e.name, FIELDS, "fields"))
+            return f"_rt.field({py(e.obj, names)}, {e.name!r})"
+        if isinstance(e, Index):
+            return f"_rt.index({py(e.obj, names)}, {py(e.index, names)})"
+        if isinstance(e, Unary):
+            if e.op == "not":
+                return f"(not {py(e.operand, names)})"
+            return f"(-{py(e.operand, names)})"
+        if isinstance(e, Binary):
+            left, right = py(e.left, names), py(e.right, names)
+            if e.op in ("and", "or", "==", "!="):
+                return f"({left} {e.op} {right})"
+            if e.op == "in":
+                return f"_rt.contains({right}, {left})"
+            if e.op == "not in":
+                return f"(not _rt.contains({right}, {left}))"
+            return f"_rt.binop({e.op!r}, {left}, {right})"
+        if isinstance(e, IsClass):
+            if e.cls not in self.scope.classes:
+                self.errors.error(e.loc, f"unknown op class '{e.cls}'",
+                                  did_you_mean(e.cls, self.scope.classes, "op classes"))
+                return "False"
+            test = f"(_rt.type_of({py(e.subject, names)}) in C_{e.cls})"
+            return f"(not {test})" if e.negated else test
+        if isinstance(e, Cond):
+            return f"({py(e.then, names)} if {py(e.test, names)} else {py(e.other, names)})"
+        if isinstance(e, ListLit):
+            return "(" + "".join(py(i, names) + ", " for i in e.items) + ")"
+        if isinstance(e, Comprehension):
+            seq = py(e.seq, names)
+            inner = names | {e.var}
+            cond = f" if {py(e.cond, inner)}" if e.cond is not None else ""
+            return f"[{py(e.item, inner)} for v_{e.var} in ({seq} or ()){cond}]"
+        if isinstance(e, Let):
+            value = py(e.value, names)
+            body = py(e.body, names | {e.var})
+            return f"(lambda v_{e.var}: {body})({value})"
+        if isinstance(e, Quant):
+            seq = py(e.seq, names)
+            body = py(e.body, names | {e.var})
+            v = "v_" + e.var
+            if e.kind == "any":
+                return f"any({body} for {v} in ({seq} or ()))"
+            if e.kind == "all":
+                return f"all({body} for {v} in ({seq} or ()))"
+            return f"[{v} for {v} in ({seq} or ()) if {body}]"
+        raise AssertionError(f"unhandled expression {type(e).__name__}")
+
+    def function(self, e: Expr, params: tuple[str, ...]) -> Callable:
+        """Compile `e` into a function of `params` (which must include the scope's variables)."""
+        body = self.source(e, params)
+        args = ", ".join("v_" + p for p in params)
+        ns = self.namespace()
+        exec(f"def _f({args}):\n    return {body}\n", ns)  # noqa: S102 - generated from parsed rules only
+        return ns.pop("_f")
+
+
+def _memoised(fn: Callable) -> Callable:
+    cache: dict = {}
+
+    def call(*args):
+        key = tuple(id(a) for a in args)
+        if key not in cache:
+            cache[key] = (fn(*args), args)       # keep args alive so ids stay unique
+        return cache[key][0]
+    return call
+
+
+class _runtime:
+    """Helpers the generated code calls (None-safe field access, comparisons)."""
+
+    @staticmethod
+    def field(obj, name):
+        if obj is None:
+            return None
+        return getattr(obj, name, None)
+
+    @staticmethod
+    def index(obj, i):
+        if obj is None or i is None:
+            return None
+        try:
+            return obj[i]
+        except (IndexError, KeyError, TypeError):
+            return None
+
+    @staticmethod
+    def contains(seq, item):
+        if seq is None:
+            return False
+        return item in seq
+
+    @staticmethod
+    def binop(op, a, b):
+        if a is None or b is None:
+            return False if op in ("<", "<=", ">", ">=") else None
+        if op == "<":
+            return a < b
+        if op == "<=":
+            return a <= b
+        if op == ">":
+            return a > b
+        if op == ">=":
+            return a >= b
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        raise ValueError(op)
+
+    @staticmethod
+    def type_of(obj):
+        if obj is None:
+            return None
+        t = getattr(obj, "type", None)
+        if t is None and hasattr(obj, "node"):
+            return obj.node.type
+        return t

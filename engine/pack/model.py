@@ -1,0 +1,126 @@
+"""The model of a rule pack: frozen dataclasses for op classes, the op registry,
+rules, passes and the pipeline, each carrying the `Loc` of its source so that
+decisions and errors can name the rule line."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.dsl import library as primitives
+from engine.dsl.compiler import Scope
+from engine.dsl.ast import Expr, Signature
+from engine.core.errors import Loc
+
+SCHEMA_VERSION = 1
+CORE_SECTIONS = ("op_classes", "ops", "op_defaults", "stages", "passes", "pipeline", "surgery")
+PASS_SCOPES = ("graph", "root")
+
+
+@dataclass(frozen=True, slots=True)
+class OpClass:
+    name: str
+    types: frozenset
+    doc: str
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class OpSpec:
+    type: str
+    signature: Signature | None
+    engine: str | None
+    atomic: bool
+    doc: str
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One entry of a first-match rule list: `when` holds → `value`."""
+
+    id: str
+    when: Expr
+    value: Expr
+    doc: str
+    loc: Loc
+
+    @property
+    def cite(self) -> str:
+        return f"{self.id} ({self.loc.file}:{self.loc.line})"
+
+
+@dataclass(frozen=True, slots=True)
+class PassSpec:
+    id: str
+    algorithm: str
+    scope: str
+    config: str | None
+    on_failure: str          # "fail" (exit 1) or "warn" (GE only logs)
+    doc: str
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    pass_id: str
+    stage: str
+    gate: Expr | None
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class SurgerySpec:
+    """GE GraphUtils behaviour shared by every pass that inserts nodes."""
+
+    inherit_attrs: tuple[str, ...]      # copied from the node an insertion sits next to
+    keep_in_ctrl_from: Expr | None      # insert-before leaves in-control edges from these nodes
+    keep_out_ctrl_of: Expr | None       # insert-after does not move out-control edges of these nodes
+    loop_back_edge_from: Expr | None    # edges from these nodes may close a cycle (loops)
+    loc: Loc
+
+
+@dataclass
+class Pack:
+    name: str
+    version: str
+    schema_version: int
+    path: Path
+    description: str = ""
+    classes: dict[str, OpClass] = field(default_factory=dict)
+    ops: dict[str, OpSpec] = field(default_factory=dict)
+    default_engine: str = ""
+    stages: list[str] = field(default_factory=list)
+    passes: dict[str, PassSpec] = field(default_factory=dict)
+    pipeline: list[Step] = field(default_factory=list)
+    sections: dict[str, Any] = field(default_factory=dict)     # raw algorithm sections
+    section_locs: dict[str, Loc] = field(default_factory=dict)
+    configs: dict[str, Any] = field(default_factory=dict)      # loaded algorithm configs
+    rule_ids: dict[str, Loc] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+    surgery: "SurgerySpec | None" = None
+    dsl_sources: list = field(default_factory=list)   # (source text, parsed value): for round-trip checks
+
+    def class_sets(self) -> dict[str, frozenset]:
+        return {name: c.types for name, c in self.classes.items()}
+
+    def engine_of_type(self, op_type: str) -> str:
+        spec = self.ops.get(op_type)
+        return spec.engine if spec is not None and spec.engine else self.default_engine
+
+    def scope(self, variables: tuple[str, ...], constants: dict[str, Any] | None = None,
+              extra: dict[str, primitives.PrimSpec] | None = None) -> Scope:
+        return Scope(variables, dict(constants or {}), self.class_sets(),
+                     primitives.placeholder_functions(extra))
+
+
+@dataclass(frozen=True, slots=True)
+class FuncDef:
+    """A pack-defined DSL function: `name(params) = body`."""
+
+    name: str
+    params: tuple[str, ...]
+    body: Expr
+    doc: str
+    loc: Loc
+    memo: bool = False       # results cached per pass run (for functions of graph-level facts)

@@ -1,0 +1,26 @@
+"""Compiling first-match rule lists into one Python function each."""
+from __future__ import annotations
+
+from typing import Callable
+
+from engine.dsl.compiler import Compiler
+from engine.pack.model import Rule
+
+
+def compile_rules(compiler: Compiler, rules: list[Rule], params: tuple[str, ...]) -> Callable:
+    """`f(*params) -> (value, rule_index)`; (None, -1) when no rule matches."""
+    args = ", ".join("v_" + p for p in params)
+    lines = [f"def _rules({args}):"]
+    for i, rule in enumerate(rules):
+        lines.append(f"    if {compiler.source(rule.when, params)}:")
+        lines.append(f"        return ({compiler.source(rule.value, params)}, {i})")
+    lines.append("    return (None, -1)")
+    ns = compiler.namespace()
+    exec("\n".join(lines) + "\n", ns)  # noqa: S102 - generated from parsed rules only
+    return ns.pop("_rules")
+
+
+def check_rules(compiler: Compiler, rules: list[Rule], params: tuple[str, ...]) -> None:
+    for rule in rules:
+        compiler.check(rule.when, params)
+        compiler.check(rule.value, params)

@@ -1,0 +1,1 @@
+"""Passes: the algorithm registry, pass manager, run context, provenance-recording rewriter and the algorithms."""

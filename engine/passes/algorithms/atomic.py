@@ -1,0 +1,383 @@
+"""Algorithm `atomic_clean`: GE's AtomicAddrCleanPass (ge-conflict-rules.md §6.5),
+GE's structure with every op type, attribute name, option and node name from the
+pack's `atomic_clean` section.
+
+Per graph (the runner calls it for the root and then each subgraph):
+
+1. detection, in node order: an op the registry marks atomic whose inputs come
+   from no user input is an *HCCL atomic* node; otherwise a node carrying atomic
+   attributes is marked atomic and is either collected, or compiled separately
+   (marked, not collected) when the clean policy says so or when it feeds a no-task
+   node / references a variable;
+2. an unknown-shape graph gets no clean node;
+3. a loop graph (one with a loop-cond node; Note [sticky loop flag]) gives every
+   collected node its own clean node;
+4. otherwise nodes connected to the graph output get their own (dispersed) clean
+   node, and the rest share one, which is also ordered before the producers of
+   every HCCL atomic node and before every successor of an input-less Data or
+   Variable.
+
+Clean nodes are added at the graph front (after a leading Data) and named by the
+pack's templates (GE: [<graph>_]<base><session id><counter>, plus the index the loop
+and dispersed cases append); they are MemSet nodes when the kernel store supports
+MemSet, AtomicAddrClean nodes otherwise.
+"""
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from engine.passes.registry import Algorithm, register
+from engine.core import surgery
+from engine.passes.actions import _set_value
+from engine.passes.context import Diagnostic, Insertion
+from engine.dsl.compiler import Compiler, Scope
+from engine.dsl.ast import Expr
+from engine.core.errors import Collector, Loc, PassFailure, did_you_mean
+from engine.core.graph import Graph, Node
+from engine.pack.model import Pack
+from engine.pack.loader import parse_rule_expr, register_rule_id
+from engine.dsl.library import bound_functions
+from engine.core.attrs import attr_value
+from engine.proto import ge_ir_pb2 as pb
+from engine.dsl.queries import QUERY_PRIMITIVES
+from engine.core.schema import Reader
+
+PREDICATES = {
+    "clean_separately": "the clean policy compiles every atomic node's clean task itself (over no node)",
+    "use_memset": "the kernel store supports the MemSet op (over no node)",
+    "unknown_graph": "the graph is unknown-shape: no clean node is inserted",
+    "loop_node": "a node that makes the graph a loop graph",
+    "kernel_atomic": "the op registry marks the op atomic (HCCL)",
+    "user_input": "a producer that keeps a kernel-atomic op from being an HCCL atomic node",
+    "atomic_attrs": "the node carries atomic clean attributes",
+    "compile_separately": "the node's clean task is compiled with the node (no-task consumer, variable reference)",
+    "output_only": "only outputs need cleaning (loop graphs skip it when every atomic output feeds an HCCL atomic node)",
+    "dispersed": "the node is connected to the graph output and gets its own clean node",
+    "first_node": "an input-less graph input whose successors the shared clean node precedes",
+    "not_second": "a successor of a first node that is never linked",
+    "front_after": "a first node the clean node is added after (AddNodeFront)",
+    "already_cleaned": "Note [idempotent re-run]: an atomic node this pass already handled",
+}
+
+
+NAME_FIELDS = ("prefix", "base", "session", "n", "index")
+
+
+@dataclass(frozen=True, slots=True)
+class CleanOp:
+    type: str
+    name: str
+    attrs: tuple[tuple[str, Any], ...]
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class AtomicConfig:
+    predicates: dict[str, Expr]
+    pred_locs: dict[str, Loc]
+    atomic_output_attr: str
+    mark_atomic: str
+    mark_gentask: str
+    stream_label_attr: str
+    session_attr: str
+    memset: CleanOp
+    fallback: CleanOp
+    names: dict[str, str]
+    subgraph_prefix: str
+    loc: Loc
+
+
+# ---- loading --------------------------------------------------------------------------
+def load(value: Any, pack: Pack, errors: Collector) -> AtomicConfig | None:
+    r = Reader(value, "atomic_clean", errors, Loc(str(pack.path)))
+    r.get("doc", str, "")
+    pr = Reader(r.get("predicates", dict, {}, required=True), "atomic_clean.predicates", errors, r.loc)
+    preds, locs = {}, {}
+    for name in PREDICATES:
+        text = pr.get(name, (str, bool), None, required=True)
+        e = parse_rule_expr(text, pr.value_loc(name), errors) if text is not None else None
+        if e is not None:
+            preds[name] = e
+            locs[name] = pr.value_loc(name)
+    pr.done()
+    keys = {k: str(r.get(k, str, "", required=True)) for k in
+            ("atomic_output_attr", "mark_atomic", "mark_gentask", "stream_label_attr", "session_attr")}
+    memset = _clean_op(r.get("memset", dict, None, required=True), "atomic_clean.memset", errors, r.loc)
+    fallback = _clean_op(r.get("fallback", dict, None, required=True), "atomic_clean.fallback", errors, r.loc)
+    nr = Reader(r.get("names", dict, {}, required=True), "atomic_clean.names", errors, r.loc)
+    names = {k: _template(nr, k, NAME_FIELDS, errors) for k in ("shared", "dispersed", "loop")}
+    nr.done()
+    prefix = _template(r, "subgraph_prefix", ("graph",), errors)
+    r.done()
+    for rid in ("atomic/shared", "atomic/dispersed", "atomic/loop"):
+        register_rule_id(pack, rid, r.loc, errors)
+    comp = Compiler(pack.scope(("graph", "node"), {}, QUERY_PRIMITIVES), errors)
+    for e in preds.values():
+        comp.check(e)
+    if errors or memset is None or fallback is None:
+        return None
+    return AtomicConfig(preds, locs, memset=memset, fallback=fallback, names=names, subgraph_prefix=prefix,
+                        loc=r.loc, **keys)
+
+
+def _template(r: Reader, key: str, fields: tuple[str, ...], errors: Collector) -> str:
+    text = str(r.get(key, str, "", required=True))
+    try:
+        used = [f for _, f, _, _ in string.Formatter().parse(text) if f is not None]
+    except ValueError as exc:
+        errors.error(r.value_loc(key), f"{key}: bad name template: {exc}", "write fields as {name}")
+        return text
+    for f in used:
+        if f not in fields:
+            errors.error(r.value_loc(key), f"{key}: unknown name field '{{{f}}}'", did_you_mean(f, fields, "name fields"))
+    return text
+
+
+def _clean_op(value: Any, what: str, errors: Collector, fallback: Loc) -> CleanOp | None:
+    r = Reader(value, what, errors, fallback)
+    typ = str(r.get("type", str, "", required=True))
+    name = str(r.get("name", str, "", required=True))
+    attrs = r.get("attrs", dict, {}) or {}
+    r.done()
+    out = []
+    for k, v in attrs.items():
+        if not isinstance(v, (bool, int, str, list)):
+            errors.error(attrs.value_locs[k], f"{what}: attribute '{k}' must be a bool, int, string or list", "")
+            continue
+        out.append((str(k), list(v) if isinstance(v, list) else v))
+    return CleanOp(typ, name, tuple(out), r.loc) if typ and name else None
+
+
+# ---- running --------------------------------------------------------------------------
+class _State:
+    """What one invocation of the pass keeps across the graphs it visits.
+
+    Note [sticky loop flag]: GE's `is_loop_graph_` is a member that ClearStatus does
+    not reset, so once a loop graph was seen, every later graph of the same
+    PassManager run is handled as a loop graph. The root starts a new run."""
+
+    def __init__(self, ctx, cfg: AtomicConfig, spec):
+        self.loop = False
+        comp = Compiler(Scope(("graph", "node"), {}, ctx.pack.class_sets(),
+                              bound_functions(ctx, QUERY_PRIMITIVES)), Collector())
+        self.p: dict[str, Callable] = {k: comp.function(e, ("graph", "node")) for k, e in cfg.predicates.items()}
+
+
+class AtomicPass:
+    def __init__(self, ctx, cfg: AtomicConfig, spec, state: _State, graph: Graph):
+        self.ctx, self.cfg, self.spec, self.state, self.graph = ctx, cfg, spec, state, graph
+        self.p = state.p
+        self.hcom: list[Node] = []        # hcom_node_vec_ (cleared per graph)
+        self.hcom_set: set[Node] = set()
+        self.gentask: list[Node] = []     # need_gentask_atomic_node_
+
+    def pred(self, name: str, node: Node | None = None) -> bool:
+        return bool(self.p[name](self.graph, node))
+
+    # ---- detection --------------------------------------------------------------------
+    def hccl_atomic(self, node: Node) -> bool:
+        """CheckAtomicFromOpsKernel (records the node as an HCCL atomic node)."""
+        if not self.pred("kernel_atomic", node):
+            return False
+        if any(a.peer is not None and self.pred("user_input", a.peer.node) for a in node.ins):
+            return False
+        if node not in self.hcom_set:
+            self.hcom.append(node)
+            self.hcom_set.add(node)
+        return True
+
+    def need_clean(self, node: Node, separately: bool) -> bool:
+        if self.pred("already_cleaned", node):
+            return False
+        if not separately and self.hccl_atomic(node):
+            return True
+        if not self.pred("atomic_attrs", node):
+            return False
+        self.mark(node, self.cfg.mark_atomic, "the node carries atomic clean attributes")
+        if separately:
+            self.mark(node, self.cfg.mark_gentask, "the clean policy cleans every atomic node separately")
+            return False
+        if self.pred("compile_separately", node):
+            self.mark(node, self.cfg.mark_gentask, "it feeds a no-task node or references a variable")
+            self.gentask.append(node)
+            return False
+        return True
+
+    def mark(self, node: Node, key: str, why: str) -> None:
+        old = node.op.attr[key].b if key in node.op.attr else None
+        node.op.attr[key].b = True
+        if old is not True:
+            self.ctx.diagnostics.append(Diagnostic("ATTR_SET", "info", f"{node.name}: attribute {key} = true", self.spec.id,
+                                                   {"node": node.name, "graph": node.graph.name, "attr": key,
+                                                    "value": True, "why": why}))
+
+    def all_connect_hccl(self, node: Node) -> bool:
+        """IsAllConnectHcclNode: every output feeds some HCCL atomic node (true without outputs)."""
+        hcom = self.hcom_set
+        return all(any(p.node in hcom for p in o.peers) for o in node.outs)
+
+    def skip_in_loop(self, node: Node) -> bool:
+        """CheckSkipInsertInLoopGraph: only atomic outputs, each feeding an HCCL atomic node."""
+        if not self.pred("output_only", node):
+            return False
+        idxs = attr_value(node.attr(self.cfg.atomic_output_attr)) or []
+        for i in idxs:
+            if not isinstance(i, int) or not 0 <= i < len(node.outs):
+                return False
+            if not any(self.hccl_atomic(p.node) for p in list(node.outs[i].peers)):
+                return False
+        return True
+
+    # ---- the pass ---------------------------------------------------------------------
+    def run(self) -> None:
+        separately = self.pred("clean_separately")
+        atomic = []
+        for node in self.graph.node_list():
+            if self.need_clean(node, separately):
+                atomic.append(node)
+            if not self.state.loop and self.pred("loop_node", node):
+                self.state.loop = True
+        if not atomic or self.pred("unknown_graph"):
+            return
+        if self.state.loop:
+            self.loop_graph(atomic)
+        else:
+            self.normal_graph(atomic)
+
+    def loop_graph(self, atomic: list[Node]) -> None:
+        index = 0
+        for node in atomic:
+            if self.skip_in_loop(node) or self.all_connect_hccl(node):
+                continue
+            clean = self.add_clean("loop", index)
+            self.link(node, clean)
+            self.record(clean, "atomic/loop", "output_only", [node], {
+                "kind": "loop", "atomic_node": node.name,
+                "why": "in a loop graph every atomic node gets its own clean node, cleaned on every iteration"})
+            index += 1
+
+    def normal_graph(self, atomic: list[Node]) -> None:
+        common, dispersed = [], []
+        index = 0
+        hcom = self.hcom_set
+        for node in atomic:
+            if self.all_connect_hccl(node):
+                continue
+            if self.pred("dispersed", node) and node not in hcom:
+                clean = self.add_clean("dispersed", index)
+                index += 1
+                self.link(node, clean)
+                dispersed.append(node)
+                peers = self.link_hcom_peers(clean)
+                self.record(clean, "atomic/dispersed", "dispersed", [node] + peers, {
+                    "kind": "dispersed", "atomic_node": node.name, "hccl_inputs": [p.name for p in peers],
+                    "why": "the node is connected to the graph output: zero copy may move its output, so it is "
+                           "cleaned separately"})
+            else:
+                common.append(node)
+        if not common:
+            return
+        clean = self.add_clean("shared", 0)
+        for node in common:
+            self.link(node, clean)
+        peers = self.link_hcom_peers(clean)
+        second = self.link_precedence(clean, dispersed)
+        self.record(clean, "atomic/shared", "atomic_attrs", common + peers + second, {
+            "kind": "shared", "atomic_nodes": [n.name for n in common], "hccl_nodes": [n.name for n in self.hcom],
+            "hccl_inputs": [p.name for p in peers], "first_successors": [n.name for n in second],
+            "why": "one clean node at the graph front, before every atomic node, the producers of every HCCL "
+                   "atomic node and every successor of an input-less graph input"})
+
+    def link_hcom_peers(self, clean: Node) -> list[Node]:
+        """LinkToHcomPeerInNode: the clean node precedes every producer of an HCCL atomic node."""
+        out, seen = [], set()
+        for node in self.hcom:
+            for a in node.ins:
+                if a.peer is None:
+                    raise PassFailure(self.spec.id, "an input of an HCCL atomic node has no producer", node.name)
+                self.link(a.peer.node, clean)
+                if a.peer.node not in seen:
+                    seen.add(a.peer.node)
+                    out.append(a.peer.node)
+        return out
+
+    def link_precedence(self, clean: Node, dispersed: list[Node]) -> list[Node]:
+        """LinkToPotentialPrecedenceNode: before the successors of input-less graph inputs."""
+        skip = set(dispersed) | set(self.gentask) | set(clean.out_ctrl)
+        out = []
+        for node in self.graph.node_list():
+            if not self.pred("first_node", node):
+                continue
+            succs = [p.node for o in node.outs for p in o.peers] + list(node.out_ctrl)
+            for s in succs:
+                if s in skip or self.pred("not_second", s) or s is clean:
+                    continue
+                if self.link_ctrl(clean, s):
+                    out.append(s)
+        return out
+
+    def link_ctrl(self, clean: Node, node: Node) -> bool:
+        """A control edge clean → node unless there is one (surgery keeps a membership
+        set per node, so a clean node's large fan-out links in linear time)."""
+        if node in clean.out_ctrl_set:
+            return False
+        surgery.link_ctrl(clean, node)
+        return True
+
+    def link(self, node: Node, clean: Node) -> None:
+        """LinkToAtomicNode: clean → node; in a loop graph the clean node takes the node's stream label."""
+        self.link_ctrl(clean, node)
+        key = self.cfg.stream_label_attr
+        if self.state.loop and key in node.op.attr and node.op.attr[key].WhichOneof("value") == "s":
+            clean.op.attr[key].CopyFrom(node.op.attr[key])
+
+    def add_clean(self, kind: str, index: int) -> Node:
+        """InsertAtomicMemsetNode + the caller's renaming (the pack's `names`); AddNodeFront."""
+        g = self.graph
+        op_spec = self.cfg.memset if self.pred("use_memset") else self.cfg.fallback
+        session = attr_value(g.attr(self.cfg.session_attr)) if self.cfg.session_attr else None
+        session = session if isinstance(session, str) else ""
+        prefix = self.cfg.subgraph_prefix.format(graph=g.name) if g.parent_node is not None else ""
+        while True:                        # Note [unique names] (insertion.py)
+            n = self.ctx.next_count("atomic_clean") + 1      # GE pre-increments a process-wide counter
+            name = self.cfg.names[kind].format(prefix=prefix, base=op_spec.name, session=session, n=n, index=index)
+            if name not in g.by_name:
+                break
+        op = pb.OpDef(name=name, type=op_spec.type)
+        for key, value in op_spec.attrs:
+            _set_value(op.attr[key], value)
+        if session:
+            op.attr[self.cfg.session_attr].s = session.encode()
+        op.id = g.count
+        node = Node(op, g)
+        node.dirty = True
+        head = g.head
+        if head is not None and self.pred("front_after", head):
+            g.insert_after(node, head)
+            node.id = g.count - 1
+        else:
+            g.prepend(node)
+        return node
+
+    def record(self, clean: Node, rule: str, pred: str, linked: list[Node], reason: dict) -> None:
+        reason = dict(reason)
+        reason["loop_graph"] = self.state.loop
+        reason["op"] = clean.type
+        attrs = {k: "set by the clean op entry" for k in sorted(clean.op.attr)}   # a proto map has no stable order
+        self.ctx.insertions.append(Insertion(
+            name=clean.name, type=clean.type, graph=self.graph.name, pass_id=self.spec.id, rule=rule,
+            rule_loc=self.cfg.pred_locs.get(pred, self.cfg.loc), producer="",
+            consumers=tuple(f"{n.name}:-1" for n in linked), reason=reason, attrs=attrs))
+
+
+def run(ctx, graph: Graph, cfg: AtomicConfig, spec) -> None:
+    states = ctx.atomic_state
+    if graph.is_root or spec.id not in states:
+        states[spec.id] = _State(ctx, cfg, spec)
+    AtomicPass(ctx, cfg, spec, states[spec.id], graph).run()
+
+
+register(Algorithm("atomic_clean", "atomic_clean", load, run,
+                   "GE AtomicAddrCleanPass: shared, dispersed and per-node clean nodes before atomic nodes"))

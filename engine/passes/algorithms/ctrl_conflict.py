@@ -1,0 +1,187 @@
+"""CtrlNodeConflict (ge-conflict-rules.md §5.9): subgraph-boundary conflicts of
+branch nodes (If/Case) and loops (While), solved before the symbol sweep.
+
+Which nodes are branches or loops, which producers may not feed a branch output
+directly, and what counts as a continuous-input node come from the pack
+(`layout_conflict.ctrl_nodes`); the procedure is GE's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.core import surgery
+from engine.dsl.ast import Expr
+from engine.core.errors import Collector, Loc
+from engine.core.graph import Graph, InAnchor, Node
+from engine.passes.insertion import apply_neighbour_attrs, build_op
+from engine.pack.model import Pack
+from engine.pack.loader import parse_rule_expr
+from engine.core.attrs import node_attr
+from engine.core.schema import Reader
+
+PREDICATES = {
+    "branch": ("node",),
+    "loop": ("node",),
+    "netoutput": ("node",),
+    "data": ("node",),
+    "branch_output_conflict": ("node", "netoutput"),
+    "continuous_input": ("node",),
+}
+
+
+@dataclass(frozen=True)
+class CtrlNodeConfig:
+    predicates: dict[str, Expr]
+    body_index: int
+    parent_index_attr: str
+    loc: Loc
+
+
+def load_ctrl(value: Any, pack: Pack, errors: Collector, fallback: Loc) -> CtrlNodeConfig | None:
+    if value is None:
+        return None
+    r = Reader(value, "layout_conflict.ctrl_nodes", errors, fallback)
+    preds = {}
+    for name in PREDICATES:
+        text = r.get(name, (str, bool), None, required=True)
+        e = parse_rule_expr(text, r.value_loc(name), errors) if text is not None else None
+        if e is not None:
+            preds[name] = e
+    body = r.get("body_index", int, 1)
+    pidx = r.get("parent_index_attr", str, "_parent_node_index")
+    r.done()
+    return CtrlNodeConfig(preds, int(body), str(pidx), r.loc)
+
+
+class CtrlNodeConflict:
+    def __init__(self, layout):
+        self.lp = layout
+        cfg: CtrlNodeConfig = layout.cfg.ctrl
+        self.cfg = cfg
+        self.p = {k: layout.comp.function(e, PREDICATES[k]) for k, e in cfg.predicates.items()}
+
+    def _netoutput(self, g: Graph) -> Node | None:
+        for n in g.nodes():
+            if self.p["netoutput"](n):
+                return n
+        return None
+
+    def solve(self, g: Graph) -> None:
+        for node in self.lp.ctx.model.all_nodes(g):
+            if not node.alive:
+                continue
+            if self.p["branch"](node):
+                for sg in node.subgraphs:
+                    if sg is None:
+                        continue
+                    anchors = self.check_branch(sg)
+                    if anchors:
+                        self.insert_multi(anchors, {"kind": "ctrl-branch", "parent": node.name, "branch": sg.name,
+                                                    "why": "a branch output aliases a subgraph input, a constant or a "
+                                                           "variable, or repeats an earlier output's buffer"})
+            elif self.p["loop"](node):
+                self.solve_loop(node)
+
+    def check_branch(self, branch: Graph) -> list[InAnchor]:
+        net = self._netoutput(branch)
+        if net is None:
+            return []
+        table = self.lp.sym.build(self.lp.ctx.model, branch)
+        seen: set[str] = set()
+        out = []
+        for a in net.ins:
+            sym = table.of.get(a)
+            if sym is None:
+                continue
+            outs = [x for x in table.anchors[sym] if x.is_out]
+            if any(self.p["branch_output_conflict"](x.node, net) for x in outs) or sym in seen:
+                out.append(a)
+            seen.add(sym)
+        return out
+
+    def solve_loop(self, node: Node) -> None:
+        idx = self.cfg.body_index
+        body = node.subgraphs[idx] if idx < len(node.subgraphs) else None
+        if body is None:
+            return
+        net = self._netoutput(body)
+        if net is None:
+            return
+        exchanged, bypass = self.body_data_to_netoutput(body, net)
+        if self.need_output_identity(body, net):
+            anchors = [a for a in net.ins if a.idx not in bypass and a.peer is not None and not self.lp.f_skip_insert(a)]
+            if anchors:
+                self.insert_multi(anchors, {"kind": "ctrl-loop-output", "parent": node.name, "body": body.name,
+                                            "bypassed": sorted(bypass),
+                                            "why": "the loop body's outputs would overwrite buffers its inputs still use"})
+        firsts = [d.outs[0].peers[0] for d in exchanged if d.outs and d.outs[0].peers]
+        if firsts:
+            self.insert_multi(firsts, {"kind": "ctrl-loop-exchange", "parent": node.name, "body": body.name,
+                                       "exchanged": [d.name for d in exchanged],
+                                       "why": "loop variables are exchanged between iterations (Data p feeds output q≠p)"})
+
+    def body_data_to_netoutput(self, body: Graph, net: Node) -> tuple[list[Node], set[int]]:
+        pidx = self.cfg.parent_index_attr
+        exchanged, bypass = [], set()
+        for d in body.nodes():
+            if not self.p["data"](d) or not d.outs:
+                continue
+            p = node_attr(d, pidx)
+            peers = d.outs[0].peers
+            if not isinstance(p, int) or len(peers) != 1 or peers[0].node is not net:
+                continue
+            desc = peers[0].desc
+            if desc is None or pidx not in desc.attr:
+                continue
+            q = desc.attr[pidx].i
+            if p != q:
+                exchanged.append(d)
+            else:
+                bypass.add(peers[0].idx)
+        return exchanged, bypass
+
+    def need_output_identity(self, body: Graph, net: Node) -> bool:
+        if len(net.ins) != 1:
+            return True
+        first = next((d for d in body.nodes() if self.p["data"](d)), None)
+        if first is not None and len(first.outs) != 1:
+            return True
+        table = self.lp.sym.build(self.lp.ctx.model, body)
+        if len(table.anchors) == 2:
+            return True
+        src = net.ins[0].peer
+        if src is None:
+            return False
+        sym = table.of.get(src)
+        return any(not x.is_out and self.p["continuous_input"](x.node) for x in table.anchors.get(sym, []))
+
+    def insert_multi(self, anchors: list[InAnchor], why: dict) -> Node:
+        """One Identity with an input/output pair per anchor, inserted before each."""
+        lp = self.lp
+        g = anchors[0].node.graph
+        srcs = [a.peer for a in anchors]
+        first = anchors[0]
+        op = build_op(lp.ctx, lp.cfg.insert, g, [s.desc if s is not None else None for s in srcs],
+                      srcs[-1].node if srcs[-1] is not None else None, {"idx": first.idx, "dst": first.node.name})
+        apply_neighbour_attrs(op, lp.cfg.insert, srcs[0].node if srcs[0] is not None else None, first.node)
+        after = srcs[-1].node if srcs[-1] is not None and srcs[-1].node.graph is g else None
+        node = surgery.new_node(g, op, after)
+        node.ensure_inputs(len(anchors))
+        node.ensure_outputs(len(anchors))
+        moved = []
+        for k, (a, s) in enumerate(zip(anchors, srcs)):
+            if s is not None:
+                surgery.replace_peer(s, a, node.ins[k])
+            surgery.link(node.outs[k], a)
+            for pred in list(a.node.in_ctrl):
+                if pred is node or lp.hooks.keep_in_ctrl(pred):
+                    continue
+                surgery.unlink_ctrl(pred, a.node)
+                surgery.link_ctrl(pred, node)
+                moved.append(pred.name)
+        lp._fixup_netoutput(node, anchors)
+        why = dict(why)
+        why["checker"] = why["kind"]
+        lp.record(node, srcs[0], anchors, why, moved, rule=why["kind"])
+        return node

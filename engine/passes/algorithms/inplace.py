@@ -1,0 +1,201 @@
+"""Algorithm `inplace`: GE's ProcessInplace (mem_inplace.cc, ge-conflict-rules.md §7).
+
+Candidates come from a list-list attribute (`[[out, in], ...]`); the filters
+GE applies (last consumer, one stream, no reference consumer, equal byte size,
+read-only symbols, continuous outputs, ref-var outputs, same symbol, a layout
+conflict in the merged symbol) and the control-node revert are GE's; which nodes
+are read-only sources, which consumers block and which outputs are excluded come
+from the pack's `inplace:` section. Chosen outputs get `reuse_input=true` and
+`reuse_input_index`, and their symbol is merged into the input's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.passes.registry import Algorithm, register
+from engine.passes.context import Diagnostic
+from engine.dsl.compiler import Compiler, Scope
+from engine.dsl.ast import Expr
+from engine.core.errors import Collector, Loc
+from engine.core.graph import Graph, InAnchor, OutAnchor
+from engine.pack.model import Pack
+from engine.pack.loader import parse_rule_expr
+from engine.dsl.library import bound_functions
+from engine.core.attrs import node_attr
+from engine.core.schema import Reader
+from engine.passes.symbols import SymbolTable
+from engine.passes.algorithms.ctrl_conflict import CtrlNodeConflict
+from engine.passes.algorithms.layout import LayoutPass
+
+PREDICATES = {"read_only_source": ("node",), "consumer_blocks": ("node",), "no_inplace_node": ("node",),
+              "excluded_output": ("anchor",)}
+DTYPE_BYTES = {1: 4, 2: 2, 3: 1, 4: 1, 5: 2, 6: 2, 7: 4, 8: 8, 9: 4, 10: 8, 11: 1, 12: 8, 16: 8, 17: 16, 27: 2}
+
+
+@dataclass(frozen=True)
+class InplaceConfig:
+    ability_attr: str
+    stream_wildcard: int
+    predicates: dict[str, Expr]
+    layout_section: str
+    loc: Loc
+
+
+def load(value: Any, pack: Pack, errors: Collector) -> InplaceConfig | None:
+    r = Reader(value, "inplace", errors, Loc(str(pack.path)))
+    ability = r.get("ability_attr", str, "", required=True)
+    wildcard = r.get("stream_wildcard", int, -1)
+    layout = r.get("layout_section", str, "layout_conflict")
+    preds = {}
+    for name, params in PREDICATES.items():
+        text = r.get(name, (str, bool), None, required=True)
+        e = parse_rule_expr(text, r.value_loc(name), errors) if text is not None else None
+        if e is not None:
+            Compiler(pack.scope(params), errors).check(e)
+            preds[name] = e
+    r.done()
+    if errors:
+        return None
+    return InplaceConfig(str(ability), int(wildcard), preds, str(layout), r.loc)
+
+
+def _byte_size(a) -> int | None:
+    d = a.desc
+    if d is None:
+        return None
+    if d.size:
+        return d.size
+    n = 1
+    for x in d.shape.dim:
+        if x < 0:
+            return None
+        n *= x
+    return n * DTYPE_BYTES.get(d.dtype, 4)
+
+
+class InplacePass:
+    def __init__(self, ctx, cfg: InplaceConfig, spec):
+        self.ctx, self.cfg, self.spec = ctx, cfg, spec
+        comp = Compiler(Scope(("node", "anchor"), {}, ctx.pack.class_sets(), bound_functions(ctx)), Collector())
+        self.p = {k: comp.function(e, PREDICATES[k]) for k, e in cfg.predicates.items()}
+        layout_cfg = ctx.pack.configs.get(cfg.layout_section)
+        self.lp = LayoutPass(ctx, layout_cfg, spec)
+
+    def candidates(self, node) -> list[tuple[int, int]]:
+        v = node_attr(node, self.cfg.ability_attr)
+        pairs = []
+        for item in v or []:
+            if isinstance(item, list) and len(item) >= 2:
+                pairs.append((int(item[0]), int(item[1])))
+        return pairs
+
+    def last_consumer_ok(self, node, a: InAnchor) -> bool:
+        src = a.peer
+        if src is None:
+            return False
+        consumers = [p.node for o in src.node.outs for p in o.peers]
+        if not consumers or max(c.id for c in consumers) != node.id:
+            return False
+        sid = src.node.op.stream_id
+        w = self.cfg.stream_wildcard
+        for c in consumers:
+            if c.op.stream_id != sid and w not in (c.op.stream_id, sid):
+                return False
+            if self.p["consumer_blocks"](c):
+                return False
+        return True
+
+    def run(self, graph: Graph) -> None:
+        model = self.ctx.model
+        lp = self.lp
+        table = lp.sym.build(model, graph)
+        read_only = {table.of[o] for n in model.all_nodes(graph) if self.p["read_only_source"](n)
+                     for o in n.outs if o in table.of}
+        chosen: list[tuple[InAnchor, OutAnchor]] = []
+        for node in model.all_nodes(graph):
+            cand = [(o, i) for o, i in self.candidates(node)
+                    if 0 <= o < len(node.outs) and 0 <= i < len(node.ins)]
+            cand = [(o, i) for o, i in cand if self.last_consumer_ok(node, node.ins[i])]
+            cand = [(o, i) for o, i in cand if _byte_size(node.outs[o]) == _byte_size(node.ins[i])]
+            cand = [(o, i) for o, i in cand if node.ins[i] in table.of and table.of[node.ins[i]] not in read_only]
+            if self.p["no_inplace_node"](node):
+                cand = []
+            cand = [(o, i) for o, i in cand if not self.p["excluded_output"](node.outs[o])]
+            cand = [(o, i) for o, i in cand if table.of.get(node.ins[i]) != table.of.get(node.outs[o])]
+            cand = [(o, i) for o, i in cand if not self.merged_conflict(graph, table, node.ins[i], node.outs[o])]
+            used: set[int] = set()
+            for o in sorted({o for o, _ in cand}):
+                for oo, i in cand:
+                    if oo == o and i not in used:
+                        used.add(i)
+                        chosen.append((node.ins[i], node.outs[o]))
+                        break
+        if not chosen:
+            self.ctx.symbols = table
+            return
+        for i, o in chosen:
+            o.desc.reuse_input = True
+            o.desc.reuse_input_index = i.idx
+        if self.ctrl_conflict(graph):
+            for i, o in chosen:
+                o.desc.reuse_input = False
+                o.desc.reuse_input_index = 0
+            self.ctx.diagnostics.append(Diagnostic("INPLACE_REVERTED", "info",
+                                                   "in-place reuse reverted: a control-node subgraph would conflict",
+                                                   self.spec.id, {"pairs": [f"{i.key}->{o.key}" for i, o in chosen]}))
+            self.ctx.symbols = table
+            return
+        for i, o in chosen:
+            src = i.peer
+            if src is not None and src in table.of and o in table.of:
+                table.union(table.of[o], table.of[src])
+            self.ctx.diagnostics.append(Diagnostic("INPLACE_REUSE", "info",
+                                                   f"{o.key} reuses the memory of {i.key}", self.spec.id,
+                                                   {"node": o.node.name, "output": o.idx, "input": i.idx}))
+        self.ctx.symbols = table
+
+    def merged_conflict(self, graph: Graph, table: SymbolTable, i: InAnchor, o: OutAnchor) -> bool:
+        """IsGraphExistMemConflictSymbol on the one symbol {in_sym ∪ out_sym}."""
+        anchors = list(table.anchors.get(table.of[i], [])) + list(table.anchors.get(table.of[o], []))
+        single = SymbolTable()
+        name = table.of[i]
+        single.anchors[name] = anchors
+        for a in anchors:
+            single.of[a] = name
+        lp = self.lp
+        lp.graph, lp.table = graph, single
+        lp.marks = {}
+        for n in {id(a.node): a.node for a in anchors}.values():
+            lp.mark_node(n, graph)
+        return bool(lp.find_conflicts(anchors))
+
+    def ctrl_conflict(self, graph: Graph) -> bool:
+        """IsCtrlNodeSubgraphExistMemConflictSymbol: §5.9's checks, as predicates."""
+        if self.lp.cfg.ctrl is None:
+            return False
+        ctrl = CtrlNodeConflict(self.lp)
+        for node in self.ctx.model.all_nodes(graph):
+            if ctrl.p["branch"](node):
+                if any(sg is not None and ctrl.check_branch(sg) for sg in node.subgraphs):
+                    return True
+            elif ctrl.p["loop"](node):
+                idx = ctrl.cfg.body_index
+                body = node.subgraphs[idx] if idx < len(node.subgraphs) else None
+                net = ctrl._netoutput(body) if body is not None else None
+                if net is None:
+                    continue
+                exchanged, bypass = ctrl.body_data_to_netoutput(body, net)
+                if exchanged:
+                    return True
+                if ctrl.need_output_identity(body, net) and any(a.idx not in bypass for a in net.ins):
+                    return True
+        return False
+
+
+def run(ctx, graph: Graph, cfg: InplaceConfig, spec) -> None:
+    InplacePass(ctx, cfg, spec).run(graph)
+
+
+register(Algorithm("inplace", "inplace", load, run,
+                   "GE ProcessInplace: in-place output reuse with read-only, conflict and control-node filters"))

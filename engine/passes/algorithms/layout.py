@@ -1,0 +1,573 @@
+"""Algorithm `layout_conflict`: GE's MemLayoutConflictOptimizer (ge-conflict-rules.md §5).
+
+GE's structure, data from the pack's `layout_conflict` section:
+
+* which graphs are processed (`target_graph`), then CtrlNodeConflict (§5.9, in
+  engine/algorithms/ctrl_conflict.py) before the symbol sweep;
+* anchor attributes: an ordered list of (attribute, DSL condition) for inputs
+  and for outputs, with a default when none applies;
+* the wildcard, absolute no-conflict and absolute conflict pair tables;
+* checkers: DSL expressions over the pair (`a`, `b`), the `symbol` and the
+  processed `graph` that return the anchors to isolate; registrations map an
+  attribute pair to a checker (called once per symbol when `per_symbol`);
+* `skip_pair` (IsSkip), `skip_insert` (IsSkipInsert) and the Identity insert rule.
+
+Symbols are processed in name order, anchor pairs in symbol-list order, conflict
+anchors solved in key order; the table is not recomputed between symbols and
+there is no fixed-point iteration (a second run inserts nothing because of
+`skip_insert`).
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.passes.registry import Algorithm, register
+from engine.core import surgery
+from engine.passes.context import Insertion, anchor_ref
+from engine.dsl.compiler import Compiler, Scope
+from engine.dsl.ast import Expr
+from engine.core.errors import Collector, Loc, PassFailure, did_you_mean
+from engine.core.graph import Graph, InAnchor, Node, OutAnchor
+from engine.passes.insertion import InsertSpec, apply_neighbour_attrs, build_op, load_insert_spec
+from engine.pack.model import FuncDef, Pack
+from engine.pack.loader import function_specs, load_functions, parse_rule_expr, register_rule_id
+from engine.dsl.library import PrimSpec, bound_functions
+from engine.core.schema import Reader, str_list
+from engine.passes.surgery_hooks import surgery_hooks
+from engine.passes.symbols import SymbolTable, symbol_builder
+
+CHECK_VARS = ("a", "b", "symbol", "graph")
+MARK_VARS = ("node", "anchor", "graph")
+
+
+def _lp(name, arity, doc):
+    return name, PrimSpec(name, arity, doc, lambda ctx: None)
+
+
+LAYOUT_PRIMS = dict([
+    _lp("marks", (1, 1), "marks(anchor): the anchor's layout attributes, in marking order"),
+    _lp("has_mark", (2, 2), 'has_mark(anchor, "CONTINUOUS_INPUT"): the anchor carries that attribute'),
+    _lp("ref_from_input", (1, 1), "ref_from_input(out_anchor): the input index it aliases (symbols.ref_from_input) or none"),
+    _lp("same_symbol", (2, 2), "same_symbol(x, y): both anchors are in one symbol"),
+    _lp("symbol_anchors", (1, 1), "symbol_anchors(anchor): the anchors of its symbol, in symbol order"),
+    _lp("real_producers", (1, 1), "real_producers(node): producers of its inputs, following aliases upward"),
+    _lp("same_or_partial_same", (2, 2), "same_or_partial_same(xs, ys): GE IsSameOrPartialSame on two anchor lists"),
+    _lp("is_sub_vector", (2, 2), "is_sub_vector(xs, ys): one list is a contiguous run of the other from the first common element"),
+    _lp("key", (1, 1), "key(anchor): GE's anchor key '<node>_in_<i>' / '<node>_out_<i>'"),
+])
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    attr: str
+    when: Expr
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class Checker:
+    name: str
+    body: Expr
+    per_symbol: bool
+    doc: str
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    a: str
+    b: str
+    checker: str
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class LayoutConfig:
+    attributes: tuple[str, ...]
+    input_marks: list[Mark]
+    output_marks: list[Mark]
+    input_default: str
+    output_default: str
+    wildcard: frozenset
+    abs_no_conflict: dict[frozenset, Loc]
+    abs_conflict: dict[frozenset, Loc]
+    absolute_checker: str
+    checkers: dict[str, Checker]
+    registrations: dict[frozenset, Registration]
+    functions: dict[str, FuncDef]
+    target_graph: Expr
+    skip_pair: Expr
+    skip_insert: Expr
+    netoutput_fixup: Expr | None
+    insert: InsertSpec
+    ctrl: Any = None                      # CtrlNodeConfig (ctrl_conflict.py)
+    loc: Loc = field(default=Loc("<pack>"))
+
+
+# ---- loading ---------------------------------------------------------------------------
+def _pairs(value, what, attrs, errors, fallback) -> dict[frozenset, Loc]:
+    out: dict[frozenset, Loc] = {}
+    if not isinstance(value, list):
+        errors.error(getattr(value, "loc", fallback), f"{what} must be a list of [A, B] pairs", "")
+        return out
+    for i, item in enumerate(value):
+        loc = value.item_locs[i]
+        names = str_list(item, f"{what} item {i + 1}", errors, loc)
+        if len(names) != 2:
+            errors.error(loc, f"{what} item {i + 1}: a pair has two attributes", "write [A, B]")
+            continue
+        for n in names:
+            if n not in attrs:
+                errors.error(getattr(n, "loc", loc), f"{what}: unknown attribute '{n}'", did_you_mean(n, attrs, "attributes"))
+        key = frozenset(map(str, names))
+        if key in out:
+            errors.error(loc, f"{what}: pair {names[0]} × {names[1]} listed twice", f"first at {out[key]}")
+        out[key] = loc
+    return out
+
+
+def _marks(value, what, attrs, pack, errors, fallback) -> list[Mark]:
+    out = []
+    if not isinstance(value, list):
+        errors.error(getattr(value, "loc", fallback), f"{what} must be a list of {{attr, when}}", "")
+        return out
+    for i, item in enumerate(value):
+        r = Reader(item, f"{what} {i + 1}", errors, value.item_locs[i])
+        attr = r.get("attr", str, "", required=True)
+        when = r.get("when", (str, bool), None, required=True)
+        r.get("doc", str)
+        r.done()
+        if attr and attr not in attrs:
+            errors.error(r.value_loc("attr"), f"{what}: unknown attribute '{attr}'", did_you_mean(attr, attrs, "attributes"))
+        e = parse_rule_expr(when, r.value_loc("when"), errors) if when is not None else None
+        if e is not None and attr:
+            out.append(Mark(str(attr), e, value.item_locs[i]))
+    return out
+
+
+def load(value: Any, pack: Pack, errors: Collector) -> LayoutConfig | None:
+    from engine.passes.algorithms.ctrl_conflict import load_ctrl
+
+    r = Reader(value, "layout_conflict", errors, Loc(str(pack.path)))
+    attrs = tuple(map(str, str_list(r.get("attributes", list, [], required=True), "attributes", errors, r.loc)))
+    if len(set(attrs)) != len(attrs):
+        errors.error(r.value_loc("attributes"), "attributes: a name is listed twice", "")
+    funcs = load_functions(r.get("functions", dict), "layout_conflict.functions", pack, errors, r.loc)
+    in_marks = _marks(r.get("input_marks", list, [], required=True), "input_marks", attrs, pack, errors, r.loc)
+    out_marks = _marks(r.get("output_marks", list, [], required=True), "output_marks", attrs, pack, errors, r.loc)
+    defaults = {}
+    for key in ("input_default", "output_default"):
+        v = r.get(key, str, "", required=True)
+        if v and v not in attrs:
+            errors.error(r.value_loc(key), f"{key}: unknown attribute '{v}'", did_you_mean(v, attrs, "attributes"))
+        defaults[key] = str(v)
+    wildcard = frozenset(map(str, str_list(r.get("wildcard_no_conflict", list, []), "wildcard_no_conflict", errors, r.loc)))
+    for w in wildcard:
+        if w not in attrs:
+            errors.error(r.value_loc("wildcard_no_conflict"), f"wildcard_no_conflict: unknown attribute '{w}'", "")
+    abs_no = _pairs(r.get("absolute_no_conflict", list, [], required=True), "absolute_no_conflict", attrs, errors, r.loc)
+    abs_yes = _pairs(r.get("absolute_conflict", list, [], required=True), "absolute_conflict", attrs, errors, r.loc)
+    for k in set(abs_no) & set(abs_yes):
+        errors.error(abs_yes[k], f"pair {' × '.join(sorted(k))} is both absolute no-conflict and absolute conflict",
+                     f"no-conflict entry at {abs_no[k]}")
+    checkers: dict[str, Checker] = {}
+    cr = Reader(r.get("checkers", dict, {}, required=True), "layout_conflict.checkers", errors, r.loc)
+    for name in list(cr.map):
+        c = Reader(cr.get(name, dict), f"checker '{name}'", errors, cr.key_loc(name))
+        body = c.get("body", str, None, required=True)
+        per_symbol = c.get("per_symbol", bool, False)
+        doc = c.get("doc", str, "")
+        c.done()
+        e = parse_rule_expr(body, c.value_loc("body"), errors) if body is not None else None
+        register_rule_id(pack, f"layout/{name}", cr.key_loc(name), errors)
+        if e is not None:
+            checkers[str(name)] = Checker(str(name), e, bool(per_symbol), str(doc), cr.key_loc(name))
+    cr.done()
+    absolute = str(r.get("absolute_checker", str, "", required=True))
+    if absolute and absolute not in checkers:
+        errors.error(r.value_loc("absolute_checker"), f"absolute_checker: unknown checker '{absolute}'",
+                     did_you_mean(absolute, checkers, "checkers"))
+    regs: dict[frozenset, Registration] = {}
+    rv = r.get("registrations", list, [], required=True) or []
+    for i, item in enumerate(rv):
+        loc = rv.item_locs[i]
+        g = Reader(item, f"registration {i + 1}", errors, loc)
+        ta, tb = g.get("a", str, "", required=True), g.get("b", str, "", required=True)
+        chk = g.get("checker", str, "", required=True)
+        g.done()
+        for t in (ta, tb):
+            if t and t not in attrs:
+                errors.error(loc, f"registration {i + 1}: unknown attribute '{t}'", did_you_mean(t, attrs, "attributes"))
+        if chk and chk not in checkers:
+            errors.error(g.value_loc("checker"), f"registration {i + 1}: unknown checker '{chk}'",
+                         did_you_mean(chk, checkers, "checkers"))
+        key = frozenset((str(ta), str(tb)))
+        if key in regs:
+            errors.error(loc, f"pair {ta} × {tb} is registered twice", f"first registered at {regs[key].loc}")
+        for table, name in ((abs_no, "absolute no-conflict"), (abs_yes, "absolute conflict")):
+            if key in table:
+                errors.error(loc, f"pair {ta} × {tb} is registered and also listed as {name}",
+                             f"listed at {table[key]}; remove one of them")
+        if set((str(ta), str(tb))) & wildcard:
+            errors.error(loc, f"pair {ta} × {tb} involves a wildcard no-conflict attribute and can never be checked", "")
+        regs[key] = Registration(str(ta), str(tb), str(chk), loc)
+    exprs = {}
+    for key, req in (("target_graph", True), ("skip_pair", True), ("skip_insert", True), ("netoutput_fixup", False)):
+        text = r.get(key, (str, bool), None, required=req)
+        exprs[key] = parse_rule_expr(text, r.value_loc(key), errors) if text is not None else None
+    insert = load_insert_spec(r.get("insert", dict, None, required=True), "layout_conflict.insert", errors, r.loc)
+    ctrl = load_ctrl(r.get("ctrl_nodes", dict), pack, errors, r.loc)
+    r.done()
+    # check every DSL value against its scope
+    consts = {a: a for a in attrs}
+    extra = dict(LAYOUT_PRIMS)
+    extra.update(function_specs(funcs))
+    for f in funcs.values():
+        Compiler(pack.scope(f.params, consts, extra), errors).check(f.body)
+    mc = Compiler(pack.scope(MARK_VARS, consts, extra), errors)
+    for m in in_marks + out_marks:
+        mc.check(m.when)
+    cc = Compiler(pack.scope(CHECK_VARS, consts, extra), errors)
+    for c in checkers.values():
+        cc.check(c.body)
+    if exprs["skip_pair"] is not None:
+        cc.check(exprs["skip_pair"])
+    gc_ = Compiler(pack.scope(("graph",), consts, extra), errors)
+    if exprs["target_graph"] is not None:
+        gc_.check(exprs["target_graph"])
+    ac = Compiler(pack.scope(("anchor",), consts, extra), errors)
+    if exprs["skip_insert"] is not None:
+        ac.check(exprs["skip_insert"])
+    if exprs["netoutput_fixup"] is not None:
+        Compiler(pack.scope(("node",), consts, extra), errors).check(exprs["netoutput_fixup"])
+    if errors or insert is None:
+        return None
+    return LayoutConfig(attrs, in_marks, out_marks, defaults["input_default"], defaults["output_default"], wildcard,
+                        abs_no, abs_yes, absolute, checkers, regs, funcs, exprs["target_graph"], exprs["skip_pair"],
+                        exprs["skip_insert"], exprs["netoutput_fixup"], insert, ctrl, r.loc)
+
+
+# ---- list algorithms GE's checkers use ---------------------------------------------------
+def same_or_partial_same(xs, ys) -> bool:
+    """GE IsSameOrPartialSame: overlapping as head/tail runs, nothing else shared."""
+    xs, ys = list(xs or []), list(ys or [])
+    i = j = None
+    pos_y = {id(y): k for k, y in reversed(list(enumerate(ys)))}
+    for k, x in enumerate(xs):
+        if id(x) in pos_y:
+            i, j = k, pos_y[id(x)]
+            break
+    if i is None or not (i == 0 or j == 0):
+        return False
+    while i < len(xs) and j < len(ys):
+        if xs[i] is not ys[j]:
+            return False
+        i += 1
+        j += 1
+    ids_x, ids_y = {id(x) for x in xs}, {id(y) for y in ys}
+    return not any(id(x) in ids_y for x in xs[i:]) and not any(id(y) in ids_x for y in ys[j:])
+
+
+def is_sub_vector(xs, ys) -> bool:
+    """One list is a contiguous run of the other starting at the first common element."""
+    xs, ys = list(xs or []), list(ys or [])
+    long, short = (xs, ys) if len(xs) >= len(ys) else (ys, xs)
+    if not short:
+        return True
+    for k, x in enumerate(long):
+        if x is short[0]:
+            return long[k:k + len(short)] == short and all(a is b for a, b in zip(long[k:k + len(short)], short))
+    return False
+
+
+# ---- running -----------------------------------------------------------------------------
+class LayoutPass:
+    def __init__(self, ctx, cfg: LayoutConfig, spec):
+        self.ctx, self.cfg, self.spec = ctx, cfg, spec
+        self.sym = symbol_builder(ctx)
+        self.table: SymbolTable | None = None
+        self.graph: Graph | None = None
+        self.marks: dict[Any, list[str]] = {}
+        self._active_cache: dict = {}
+        consts = {a: a for a in cfg.attributes}
+        own = {
+            "marks": lambda a: self.marks.get(a, []),
+            "has_mark": lambda a, m: m in self.marks.get(a, ()),
+            "ref_from_input": lambda a: None if a is None or not a.is_out else self.sym.ref_from_input(a),
+            "same_symbol": self._same_symbol,
+            "symbol_anchors": lambda a: list(self.table.anchors.get(self.table.of.get(a), [])) if a is not None else [],
+            "real_producers": self.real_producers,
+            "same_or_partial_same": same_or_partial_same,
+            "is_sub_vector": is_sub_vector,
+            "key": lambda a: None if a is None else a.key,
+        }
+        fn_specs = function_specs(cfg.functions)
+        prims = bound_functions(ctx, {**LAYOUT_PRIMS, **fn_specs}, {**own, **{n: _late for n in fn_specs}})
+        self.comp = Compiler(Scope(CHECK_VARS + MARK_VARS, consts, ctx.pack.class_sets(), prims), Collector())
+        for f in cfg.functions.values():
+            self.comp.define(f.name, f.params, f.body, f.memo)
+        fn = self.comp.function
+        # Note [node-level marks]: a condition that never names `anchor` is evaluated once per node
+        self.f_in_marks = [(m, fn(m.when, MARK_VARS), _uses_anchor(m.when)) for m in cfg.input_marks]
+        self.f_out_marks = [(m, fn(m.when, MARK_VARS), _uses_anchor(m.when)) for m in cfg.output_marks]
+        self.f_check = {n: fn(c.body, CHECK_VARS) for n, c in cfg.checkers.items()}
+        self.f_skip_pair = fn(cfg.skip_pair, CHECK_VARS)
+        self.f_skip_insert = fn(cfg.skip_insert, ("anchor",))
+        self.f_target = fn(cfg.target_graph, ("graph",))
+        self.f_fixup = fn(cfg.netoutput_fixup, ("node",)) if cfg.netoutput_fixup is not None else (lambda n: False)
+        self.hooks = surgery_hooks(ctx)
+
+    # ---- primitives ------------------------------------------------------------------
+    def _same_symbol(self, x, y) -> bool:
+        if x is None or y is None or self.table is None:
+            return False
+        s = self.table.of.get(x)
+        return s is not None and s == self.table.of.get(y)
+
+    def real_producers(self, node) -> list:
+        out = []
+        if node is None:
+            return out
+        for a in node.ins:
+            p = a.peer
+            seen = set()
+            while p is not None and id(p) not in seen:
+                seen.add(id(p))
+                k = self.sym.ref_from_input(p)
+                if k is None or not 0 <= k < len(p.node.ins) or p.node.ins[k].peer is None:
+                    break
+                p = p.node.ins[k].peer
+            if p is not None:
+                out.append(p)
+        return out
+
+    # ---- the pass ---------------------------------------------------------------------
+    def targets(self) -> list[Graph]:
+        model = self.ctx.model
+        root = model.root
+        if self.f_target(root):
+            return [root]
+        out = []
+        for g in model.all_subgraphs():
+            parent = g.parent_node
+            if parent is not None and self.f_target(g) and not self.f_target(parent.graph):
+                out.append(g)
+        return out
+
+    def run(self, graph: Graph) -> None:
+        from engine.passes.algorithms.ctrl_conflict import CtrlNodeConflict
+
+        if not graph.is_root:
+            if not self.f_target(graph):
+                return
+            targets = [graph]
+        else:
+            targets = self.targets()
+        if not targets:
+            return
+        surgery.topo_sort_model(self.ctx.model)
+        if self.cfg.ctrl is not None:
+            ctrl = CtrlNodeConflict(self)
+            for g in targets:
+                ctrl.solve(g)
+        surgery.topo_sort_model(self.ctx.model)
+        for g in targets:
+            self.process(g)
+
+    def process(self, g: Graph) -> None:
+        model = self.ctx.model
+        self.graph = g
+        self.table = self.sym.build(model, g)
+        self.marks = {}
+        for node in model.all_nodes(g):
+            self.mark_node(node, g)
+        for name in self.table.names():
+            anchors = list(self.table.anchors.get(name, []))
+            found = self.find_conflicts(anchors)
+            if found:
+                self.solve(found, name, anchors)
+
+    def mark_node(self, node: Node, g: Graph) -> None:
+        for anchors, marks, default in ((node.ins, self.f_in_marks, self.cfg.input_default),
+                                        (node.outs, self.f_out_marks, self.cfg.output_default)):
+            if not anchors:
+                continue
+            node_level = {m.attr: f(node, None, g) for m, f, per_anchor in marks if not per_anchor}
+            for a in anchors:
+                out = [m.attr for m, f, per_anchor in marks
+                       if (f(node, a, g) if per_anchor else node_level[m.attr])]
+                self.marks[a] = out or [default]
+
+    def _active(self, ma: tuple, mb: tuple) -> bool:
+        """Whether any attribute pair of two mark lists leads to a check (cached)."""
+        key = (ma, mb)
+        hit = self._active_cache.get(key)
+        if hit is None:
+            cfg = self.cfg
+            hit = False
+            for ta in ma:
+                for tb in mb:
+                    if ta in cfg.wildcard or tb in cfg.wildcard:
+                        continue
+                    pair = frozenset((ta, tb))
+                    if pair in cfg.abs_no_conflict:
+                        continue
+                    if pair in cfg.abs_conflict or pair in cfg.registrations:
+                        hit = True
+            self._active_cache[key] = hit
+        return hit
+
+    def _pairs(self, anchors: list):
+        """The pairs (i < j) in GE's order, leaving out pairs whose attributes can
+        never lead to a check. Note [pair pruning]: a symbol with thousands of plain
+        readers would otherwise cost O(k²) predicate calls for nothing."""
+        keys = [tuple(self.marks.get(a, ())) for a in anchors]
+        buckets: dict[tuple, list[int]] = {}
+        for i, k in enumerate(keys):
+            buckets.setdefault(k, []).append(i)
+        for i, ki in enumerate(keys):
+            js: list[int] = []
+            for kb, idxs in buckets.items():
+                if self._active(ki, kb) or self._active(kb, ki):
+                    js.extend(idxs[bisect_right(idxs, i):])
+            if js:
+                js.sort()
+                for j in js:
+                    yield i, j
+
+    def find_conflicts(self, anchors: list) -> dict:
+        """FindConflictNodes: anchor → the first (checker, pair) that selected it."""
+        result: dict = {}
+        visit: set = set()
+        cfg = self.cfg
+        for i, j in self._pairs(anchors):
+            a, b = anchors[i], anchors[j]
+            if self.f_skip_pair(a, b, anchors, self.graph):
+                continue
+            for ta in self.marks.get(a, ()):
+                if ta in cfg.wildcard:
+                    continue
+                for tb in self.marks.get(b, ()):
+                    if tb in cfg.wildcard:
+                        continue
+                    pair = frozenset((ta, tb))
+                    if pair in cfg.abs_no_conflict:
+                        continue
+                    if pair in cfg.abs_conflict:
+                        self._check(cfg.absolute_checker, a, b, anchors, result, ta, tb, "absolute conflict",
+                                    cfg.abs_conflict[pair])
+                        continue
+                    reg = cfg.registrations.get(pair)
+                    if reg is None:
+                        continue
+                    if cfg.checkers[reg.checker].per_symbol:
+                        if pair in visit:
+                            continue
+                        visit.add(pair)
+                    self._check(reg.checker, a, b, anchors, result, ta, tb, "registered", reg.loc)
+        return result
+
+    def _check(self, name, a, b, anchors, result, ta, tb, how, loc) -> None:
+        try:
+            picked = self.f_check[name](a, b, anchors, self.graph)
+        except PassFailure:
+            raise
+        for x in picked or ():
+            if x is None:
+                continue
+            if not isinstance(x, (InAnchor, OutAnchor)):
+                raise PassFailure(self.spec.id, f"checker '{name}' returned {x!r}, not an anchor", a.node.name)
+            if x not in result:
+                c = self.cfg.checkers[name]
+                side = f"{x.node.name}:{x.idx} ({'output' if x.is_out else 'input'})"
+                result[x] = {"why": f"{a.node.name}:{a.idx} and {b.node.name}:{b.idx} share one buffer but "
+                                    f"{ta} and {tb} cannot; checker {name} isolates {side}",
+                             "checker": name, "checker_loc": f"{c.loc.file}:{c.loc.line}", "pair": f"{ta} × {tb}",
+                             "pair_rule": how, "pair_loc": f"{loc.file}:{loc.line}",
+                             "a": a.key, "a_marks": list(self.marks.get(a, ())),
+                             "b": b.key, "b_marks": list(self.marks.get(b, ()))}
+
+    def solve(self, found: dict, symbol: str, anchors: list) -> None:
+        for x in sorted(found, key=lambda t: t.key):
+            if self.f_skip_insert(x):
+                continue
+            why = dict(found[x])
+            why["symbol"] = symbol
+            why["symbol_anchors"] = [a.key for a in anchors]
+            if not x.is_out:
+                if x.peer is None:
+                    continue
+                self.insert_before(x, why)
+            elif x.peers:
+                self.insert_after(x, why)
+
+    # ---- rewriting --------------------------------------------------------------------
+    def insert_before(self, dst: InAnchor, why: dict) -> Node:
+        src = dst.peer
+        op = build_op(self.ctx, self.cfg.insert, dst.node.graph, [src.desc], src.node,
+                      {"idx": dst.idx, "dst": dst.node.name})
+        apply_neighbour_attrs(op, self.cfg.insert, src.node, dst.node)
+        moved = [p.name for p in dst.node.in_ctrl if not self.hooks.keep_in_ctrl(p)]
+        node = surgery.insert_before(dst, op, keep_ctrl=self.hooks.keep_in_ctrl, inherit=self.hooks.inherit)
+        self._fixup_netoutput(node, [dst])
+        self.record(node, src, [dst], why, moved)
+        return node
+
+    def insert_after(self, src: OutAnchor, why: dict) -> Node:
+        dsts = list(src.peers)
+        first = dsts[0]
+        op = build_op(self.ctx, self.cfg.insert, src.node.graph, [src.desc], src.node,
+                      {"idx": first.idx, "dst": first.node.name})
+        apply_neighbour_attrs(op, self.cfg.insert, src.node, first.node)
+        move = not self.hooks.keep_out_ctrl(src.node)
+        moved = [s.name for s in src.node.out_ctrl] if move else []
+        node = surgery.insert_after(src, dsts, op, move_ctrl=move, inherit=self.hooks.inherit)
+        self._fixup_netoutput(node, dsts)
+        self.record(node, src, dsts, why, moved)
+        return node
+
+    def _fixup_netoutput(self, node: Node, dsts: list) -> None:
+        """GE UpdateIsInputConstForNetoutput: the data offset moves onto the Identity."""
+        for k, dst in enumerate(dsts):
+            if not self.f_fixup(dst.node):
+                continue
+            nd = dst.desc
+            if nd is None:
+                continue
+            idesc = node.op.input_desc[min(k, len(node.op.input_desc) - 1)]
+            idesc.data_offset = nd.data_offset
+            nd.data_offset = 0
+            consts = dst.node.op.is_input_const
+            if dst.idx < len(consts):
+                if not node.op.is_input_const:
+                    node.op.is_input_const.extend([False] * len(node.op.input_desc))
+                node.op.is_input_const[min(k, len(node.op.input_desc) - 1)] = consts[dst.idx]
+                consts[dst.idx] = False
+
+    def record(self, node: Node, src, dsts: list, why: dict, moved: list, rule: str | None = None) -> None:
+        name = rule or why.get("checker", "")
+        c = self.cfg.checkers.get(name)
+        self.ctx.insertions.append(Insertion(
+            name=node.name, type=node.type, graph=node.graph.name, pass_id=self.spec.id,
+            rule=f"layout/{name}", rule_loc=c.loc if c is not None else self.cfg.insert.loc,
+            producer=anchor_ref(src), consumers=tuple(anchor_ref(d) for d in dsts), reason=why,
+            attrs=self.cfg.insert.attr_reasons(), moved_control=tuple(moved)))
+
+
+def _uses_anchor(e: Expr) -> bool:
+    from engine.dsl.ast import Var, walk
+    return any(isinstance(x, Var) and x.name == "anchor" for x in walk(e))
+
+
+def _late(*_a):
+    raise RuntimeError("pack function called before definition")
+
+
+def run(ctx, graph: Graph, cfg: LayoutConfig, spec) -> None:
+    LayoutPass(ctx, cfg, spec).run(graph)
+
+
+register(Algorithm("layout_conflict", "layout_conflict", load, run,
+                   "GE MemLayoutConflictOptimizer: anchor attributes per symbol, checkers, Identity insertion"))

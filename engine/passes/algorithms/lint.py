@@ -1,0 +1,428 @@
+"""Algorithm `graph_lint`: GE's GraphLint::Verify (ge-conflict-rules.md §8).
+
+The walk is GE's: take the topological order, type every node input while visiting
+all nodes in reverse (so that subgraph nodes are typed before their parent), then,
+graph by graph, look at every output with two or more consumers and stop at the first
+writer that no path orders against another writer or a reader. What writes, what is
+ignored, which node carries a type up to the parent, which edges order nodes and the
+diagnostic code all come from the pack's `graph_lint` section.
+
+The pass never changes the graph: a conflict is a diagnostic, not a failure.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Any
+
+from engine.passes.registry import Algorithm, register
+from engine.passes.context import Diagnostic
+from engine.dsl.compiler import Compiler, Scope
+from engine.dsl.ast import Expr
+from engine.core.errors import Collector, Loc, PassFailure, did_you_mean
+from engine.core.graph import Graph, InAnchor, Node, OutAnchor
+from engine.pack.model import Pack, Rule
+from engine.pack.loader import load_rules, parse_rule_expr
+from engine.dsl.library import PrimSpec, bound_functions
+from engine.core.attrs import node_attr
+from engine.pack.rulelist import check_rules, compile_rules
+from engine.core.schema import Reader, str_list
+from engine.core.surgery import successors
+
+ROLES = ("read_only", "writable", "ignore", "invalid")
+SEVERITIES = ("warning", "error", "info")
+RULE_VARS = ("node", "anchor", "original")
+CHUNK = 4096        # reachability sources per forward sweep (bits per Python int)
+
+
+def _output_index(node, name):
+    n = node if hasattr(node, "ports") else getattr(node, "node", None)
+    if n is None or name is None:
+        return None
+    return n.ports()[1].get(name)
+
+
+LINT_PRIMS = {
+    "output_index": PrimSpec("output_index", (2, 2),
+                             "output_index(node, name): the output port called name, or none (GetOutputIndexByName)",
+                             lambda ctx: _output_index),
+}
+
+
+@dataclass(frozen=True)
+class LintConfig:
+    types: tuple[str, ...]
+    role: dict[str, str]
+    original_type: Expr
+    input_rules: list[Rule]
+    source: Expr                  # a subgraph node whose consumers type the parent's input
+    parent_index_attr: str
+    initial: str
+    sticky: frozenset
+    control_edges: bool
+    code: str
+    severity: str
+    loc: Loc
+
+
+# ---- loading ------------------------------------------------------------------------
+def load(value: Any, pack: Pack, errors: Collector) -> LintConfig | None:
+    r = Reader(value, "graph_lint", errors, Loc(str(pack.path)))
+    types = tuple(map(str, str_list(r.get("types", list, [], required=True), "graph_lint.types", errors, r.loc)))
+    roles = Reader(r.get("roles", dict, {}, required=True), "graph_lint.roles", errors, r.loc)
+    role = {k: _type_name(roles, k, types, errors) for k in ROLES}
+    roles.done()
+    original = _expr(r, "original_type", errors)
+    rules = load_rules(r.get("input_rules", list, [], required=True), "graph_lint.input_rules", pack, errors, r.loc)
+    s = Reader(r.get("subgraph_inputs", dict, {}, required=True), "graph_lint.subgraph_inputs", errors, r.loc)
+    source = _expr(s, "source", errors)
+    pidx = str(s.get("parent_index_attr", str, "", required=True))
+    initial = _type_name(s, "initial", types, errors)
+    sticky = str_list(s.get("sticky", list, [], required=True), "graph_lint.subgraph_inputs.sticky", errors, s.loc)
+    for name in sticky:
+        if name not in types:
+            errors.error(getattr(name, "loc", s.loc), f"graph_lint.subgraph_inputs.sticky: '{name}' is not a declared type",
+                         did_you_mean(name, types, "types"))
+    s.done()
+    reach = Reader(r.get("reachability", dict, {}, required=True), "graph_lint.reachability", errors, r.loc)
+    control = bool(reach.get("control_edges", bool, True, required=True))
+    reach.done()
+    d = Reader(r.get("diagnostic", dict, {}, required=True), "graph_lint.diagnostic", errors, r.loc)
+    code = str(d.get("code", str, "", required=True))
+    severity = str(d.get("severity", str, "warning", required=True))
+    if severity not in SEVERITIES:
+        errors.error(d.value_loc("severity"), f"graph_lint.diagnostic: unknown severity '{severity}'",
+                     did_you_mean(severity, SEVERITIES, "severities"))
+    d.done()
+    r.done()
+    consts = {t: t for t in types}
+    check_rules(Compiler(pack.scope(RULE_VARS, consts, LINT_PRIMS), errors), rules, RULE_VARS)
+    node_comp = Compiler(pack.scope(("node",), consts, LINT_PRIMS), errors)
+    for e in (original, source):
+        if e is not None:
+            node_comp.check(e)
+    if errors:
+        return None
+    return LintConfig(types, role, original, rules, source, pidx, initial, frozenset(map(str, sticky)),
+                      control, code, severity, r.loc)
+
+
+def _expr(r: Reader, key: str, errors: Collector) -> Expr | None:
+    text = r.get(key, (str, bool), None, required=True)
+    return parse_rule_expr(text, r.value_loc(key), errors) if text is not None else None
+
+
+def _type_name(r: Reader, key: str, types: tuple[str, ...], errors: Collector) -> str:
+    t = r.get(key, str, None, required=True)
+    if t is not None and t not in types:
+        errors.error(r.value_loc(key), f"{r.what}: '{t}' is not a declared type", did_you_mean(t, types, "types"))
+    return str(t)
+
+
+# ---- running -----------------------------------------------------------------------
+class _Original:
+    """A node as GE's GetOriginalType sees it: nothing but a type."""
+
+    __slots__ = ("type",)
+
+    def __init__(self, op_type: str):
+        self.type = op_type
+
+
+def _has_subgraphs(node: Node) -> bool:
+    return bool(node.subgraphs) and any(g is not None for g in node.subgraphs)
+
+
+def _preds(node: Node) -> list[Node]:
+    out = [a.peer.node for a in node.ins if a.peer is not None]
+    out.extend(node.in_ctrl)
+    return out
+
+
+class GraphLint:
+    """One GraphLint::Verify on a root graph."""
+
+    def __init__(self, ctx, cfg: LintConfig, spec):
+        self.ctx, self.cfg, self.spec = ctx, cfg, spec
+        consts = {t: t for t in cfg.types}
+        classes = ctx.pack.class_sets()
+        prims = bound_functions(ctx, LINT_PRIMS)
+        self.f_input = compile_rules(Compiler(Scope(RULE_VARS, consts, classes, prims), Collector()),
+                                     cfg.input_rules, RULE_VARS)
+        node_comp = Compiler(Scope(("node",), consts, classes, prims), Collector())
+        self.f_original = node_comp.function(cfg.original_type, ("node",))
+        self.f_source = node_comp.function(cfg.source, ("node",))
+        loop = ctx.pack.surgery.loop_back_edge_from if ctx.pack.surgery is not None else None
+        self.f_loop = node_comp.function(loop, ("node",)) if loop is not None else (lambda n: False)
+        self.W, self.RO = cfg.role["writable"], cfg.role["read_only"]
+        self.valid = frozenset(cfg.types) - {cfg.role["invalid"]}
+        self.orders: dict[Graph, list[Node]] = {}
+        self.pos: dict[Node, int] = {}
+        self.rw: dict[Node, list[str]] = {}                       # node → type per input
+        self.set_by: dict[tuple[Node, int], tuple[InAnchor, Node]] = {}   # parent input → inner input, source
+        self.reach: dict[Graph, _Reach] = {}
+        self.originals: dict[str, _Original] = {}       # one view per original type
+
+    def fail(self, message: str, node: Node | None = None) -> PassFailure:
+        return PassFailure(self.spec.id, message, node.name if node is not None else None)
+
+    def verify(self, root: Graph) -> None:
+        """GE stops at the first conflict and reports it."""
+        found = next(self.conflicts(root), None)
+        if found is not None:
+            self.report(*found)
+
+    def conflicts(self, root: Graph):
+        """Every shared output with a conflict, in GE's order: (graph, output, writer, other, kind)."""
+        graphs: list[Graph] = []
+        self.sort(root, graphs)
+        self.mark(root)
+        for g in graphs:
+            for node in self.orders[g]:
+                for o in node.outs:
+                    if len(o.peers) >= 2:
+                        found = self.check_output(g, o)
+                        if found is not None:
+                            yield (g, o, *found)
+
+    # ---- TopologicalSorting ------------------------------------------------------
+    def sort(self, g: Graph, graphs: list[Graph]) -> None:
+        """Note [no reorder]: GE sorts the graph in place (root and subgraphs) before the
+        lint. This pass changes nothing, so it computes that order (surgery.topo_sort's
+        tie-break, loop back edges left out) and walks it; the graph keeps its own."""
+        order = self.order(g)
+        self.orders[g] = order
+        self.pos.update((n, i) for i, n in enumerate(order))
+        graphs.append(g)
+        for n in order:
+            for sg in n.subgraphs:
+                if sg is not None:
+                    self.sort(sg, graphs)
+
+    def order(self, g: Graph) -> list[Node]:
+        order = g.node_list()
+        pos = {n: i for i, n in enumerate(order)}
+        if all(pos[p] < i or self.f_loop(p) for i, n in enumerate(order) for p in _preds(n)):
+            return order          # already sorted: Kahn's smallest-position order is the list itself
+        indeg = dict.fromkeys(order, 0)
+        for n in order:
+            if not self.f_loop(n):
+                for s in successors(n):
+                    if s in indeg:
+                        indeg[s] += 1
+        heap = [i for i, n in enumerate(order) if indeg[n] == 0]
+        heapq.heapify(heap)
+        out = []
+        while heap:
+            n = order[heapq.heappop(heap)]
+            out.append(n)
+            if not self.f_loop(n):
+                for s in successors(n):
+                    if s not in indeg:
+                        continue
+                    indeg[s] -= 1
+                    if indeg[s] == 0:
+                        heapq.heappush(heap, pos[s])
+        if len(out) != len(order):
+            raise self.fail(f"TopologicalSorting fails: graph '{g.name}' has a cycle")
+        return out
+
+    def all_nodes(self, g: Graph, out: list[Node]) -> list[Node]:
+        """GetAllNodes after sorting: each node followed by its subgraphs' nodes."""
+        for n in self.orders[g]:
+            out.append(n)
+            for sg in n.subgraphs:
+                if sg is not None:
+                    self.all_nodes(sg, out)
+        return out
+
+    # ---- MarkAllNodesInputRwType ------------------------------------------------------
+    def mark(self, root: Graph) -> None:
+        for node in reversed(self.all_nodes(root, [])):
+            if _has_subgraphs(node):
+                continue          # typed by its subgraph nodes, visited just before
+            self.rw[node] = self.mark_single(node)
+            if node.graph.parent_node is not None:
+                self.refresh_parent(node)
+
+    def mark_single(self, node: Node) -> list[str]:
+        op_type = self.f_original(node)
+        if type(op_type) is not str:
+            raise self.fail("its original type cannot be read (graph_lint.original_type gives none)", node)
+        original = self.originals.get(op_type)
+        if original is None:
+            original = self.originals[op_type] = _Original(op_type)
+        types = []
+        for a in node.ins:
+            value, _ = self.f_input(node, a, original)
+            if value not in self.valid:
+                what = "no input rule matched" if value is None else f"the input rules give {value}"
+                raise self.fail(f"input {a.idx} has no read/write type: {what}", node)
+            types.append(value)
+        return types
+
+    def refresh_parent(self, node: Node) -> None:
+        """RefreshParentNodeIfNeed: inputs fed by a subgraph input type the parent's input."""
+        cfg = self.cfg
+        parent = node.graph.parent_node
+        for a in node.ins:
+            src = a.peer.node if a.peer is not None else None
+            if src is None or not self.f_source(src):
+                continue
+            idx = node_attr(src, cfg.parent_index_attr)
+            if not isinstance(idx, int) or isinstance(idx, bool):
+                raise self.fail(f"subgraph input has no int attribute {cfg.parent_index_attr}", src)
+            desc = self.rw.get(parent)
+            if desc is None:
+                desc = self.rw[parent] = [cfg.initial] * len(parent.ins)
+            if not 0 <= idx < len(desc):
+                raise self.fail(f"{cfg.parent_index_attr} {idx} is out of range: parent '{parent.name}' "
+                                f"has {len(desc)} input(s)", src)
+            if desc[idx] in cfg.sticky:
+                continue
+            desc[idx] = self.rw[node][a.idx]
+            self.set_by[(parent, idx)] = (a, src)
+
+    # ---- VerifyRwConflictPerOutAnchor -----------------------------------------------------
+    def type_of(self, a: InAnchor) -> str:
+        desc = self.rw.get(a.node)
+        if desc is None or a.idx >= len(desc):
+            raise self.fail(f"input {a.idx} was never typed: no node of its subgraphs reads a subgraph input", a.node)
+        return desc[a.idx]
+
+    def known_type(self, a: InAnchor) -> str | None:
+        desc = self.rw.get(a.node)
+        return desc[a.idx] if desc is not None and a.idx < len(desc) else None
+
+    def check_output(self, g: Graph, o: OutAnchor):
+        """The first (writer, other, kind) with no path between them, or None.
+
+        Note [first conflict]: GE walks unordered sets of writers and readers; here
+        both keep the peer order, so the reported pair is deterministic."""
+        writers, readers, seen_w, seen_r = [], [], set(), set()
+        for p in o.peers:
+            t = self.type_of(p)
+            if t == self.W and p.node not in seen_w:
+                seen_w.add(p.node)
+                writers.append(p)
+            elif t == self.RO and p.node not in seen_r:
+                seen_r.add(p.node)
+                readers.append(p)
+        if not writers:
+            return None
+        reach = self.reach.get(g) or self.build_reach(g)
+        for w in writers:
+            for other in writers:
+                if other.node is not w.node and not reach.connected(w.node, other.node):
+                    return w, other, "write"
+            for r in readers:
+                if not reach.connected(w.node, r.node):
+                    return w, r, "read"
+        return None
+
+    def build_reach(self, g: Graph) -> "_Reach":
+        """Pairs that may be asked about: a writer with every other writer or reader of one output."""
+        partners: dict[Node, set[Node]] = {}
+        for n in self.orders[g]:
+            for o in n.outs:
+                if len(o.peers) < 2:
+                    continue
+                types = [self.known_type(p) for p in o.peers]
+                writers = {p.node for p, t in zip(o.peers, types) if t == self.W}
+                if not writers:
+                    continue
+                readers = {p.node for p, t in zip(o.peers, types) if t == self.RO}
+                for w in writers:
+                    partners.setdefault(w, set()).update(writers, readers)
+                for r in readers:
+                    partners.setdefault(r, set()).update(writers)
+        self.reach[g] = _Reach(self.orders[g], self.pos, partners, self.cfg.control_edges)
+        return self.reach[g]
+
+    # ---- the diagnostic ---------------------------------------------------------------
+    def report(self, g: Graph, o: OutAnchor, w: InAnchor, other: InAnchor, kind: str) -> None:
+        roles = ["writer", "writer" if kind == "write" else "reader"]
+        whys = [self.why(w), self.why(other)]
+        shared = f"{o.node.name}:{o.idx}"
+        message = (f"write node '{w.node.name}' ({_port(w)}: {whys[0][0]}) and "
+                   f"{'other write' if kind == 'write' else 'read'} node '{other.node.name}' "
+                   f"({_port(other)}: {whys[1][0]}) both consume '{shared}' in graph '{g.name}' with no control "
+                   f"relation between them, so they may run in either order (precision problem); "
+                   f"order them with a control edge")
+        self.ctx.diagnostics.append(Diagnostic(self.cfg.code, self.cfg.severity, message, self.spec.id, {
+            "graph": g.name, "anchor": shared, "nodes": [w.node.name, other.node.name], "roles": roles,
+            "inputs": [f"{w.node.name}:{w.idx}", f"{other.node.name}:{other.idx}"],
+            "types": [self.type_of(w), self.type_of(other)], "rules": [whys[0][1], whys[1][1]]}))
+
+    def why(self, a: InAnchor) -> tuple[str, str]:
+        """(explanation, deciding rule) of an input's type."""
+        if (a.node, a.idx) in self.set_by:
+            inner, src = self.set_by[(a.node, a.idx)]
+            text, rule = self.why(inner)
+            return (f"through subgraph '{inner.node.graph.name}', where {src.name} feeds "
+                    f"{inner.node.name} {_port(inner)}: {text}"), rule
+        if _has_subgraphs(a.node):
+            return "no subgraph node sets it (graph_lint.subgraph_inputs.initial)", "graph_lint.subgraph_inputs.initial"
+        _, k = self.f_input(a.node, a, _Original(self.f_original(a.node)))
+        rule = self.cfg.input_rules[k]
+        return rule.cite, rule.id
+
+
+def _port(a: InAnchor) -> str:
+    name = a.node.input_name(a.idx)
+    return f"input {a.idx} '{name}'" if name is not None else f"input {a.idx}"
+
+
+class _Reach:
+    """Which asked-about pairs of one graph's nodes are ordered (a slice of GE's ConnectionMatrix).
+
+    Note [reachability]: GE fills an N×N bit matrix per graph: in topological order, a
+    node's row is its own bit OR the rows of its data and control predecessors (a
+    predecessor later in the order, i.e. a loop back edge, adds nothing). Only consumers
+    of shared outputs that have a writer are ever asked about, so only they get a bit: a
+    sweep in topological order carries the bits of the earlier node of each pair forward
+    as Python ints, CHUNK sources per sweep, and each source then reads its bit in the
+    rows of its later partners. What is kept is the set of connected (earlier, later) pairs.
+    """
+
+    def __init__(self, order: list[Node], pos: dict[Node, int], partners: dict[Node, set], control: bool):
+        self.linked: set[tuple[Node, Node]] = set()
+        later = {a: [b for b in bs if pos[b] > pos[a]] for a, bs in partners.items()}
+        sources = sorted((a for a, bs in later.items() if bs), key=pos.__getitem__)
+        for start in range(0, len(sources), CHUNK):
+            chunk = sources[start:start + CHUNK]
+            last = max(pos[b] for a in chunk for b in later[a])
+            rows = _sweep(order[pos[chunk[0]]:last + 1], {a: 1 << i for i, a in enumerate(chunk)}, control)
+            for i, a in enumerate(chunk):
+                self.linked.update((a, b) for b in later[a] if rows.get(b, 0) >> i & 1)
+
+    def connected(self, a: Node, b: Node) -> bool:
+        """GE IsConnected in either direction; a node is connected to itself."""
+        return a is b or (a, b) in self.linked or (b, a) in self.linked
+
+
+def _sweep(nodes: list[Node], own: dict[Node, int], control: bool) -> dict[Node, int]:
+    rows: dict[Node, int] = {}
+    get = rows.get
+    for n in nodes:
+        row = own.get(n, 0)
+        for a in n.ins:
+            if a.peer is not None:
+                row |= get(a.peer.node, 0)
+        if control:
+            for p in n.in_ctrl:
+                row |= get(p, 0)
+        if row:
+            rows[n] = row
+    return rows
+
+
+def run(ctx, graph: Graph, cfg: LintConfig, spec) -> None:
+    if graph.parent_node is not None:
+        raise PassFailure(spec.id, f"GraphLint verifies a root graph only; '{graph.name}' is a subgraph "
+                                   f"of '{graph.parent_node.name}'")
+    GraphLint(ctx, cfg, spec).verify(graph)
+
+
+register(Algorithm("graph_lint", "graph_lint", load, run,
+                   "GE GraphLint::Verify: unordered writer/reader consumers of one output (W18888)"))

@@ -1,0 +1,430 @@
+"""Algorithm `rewrite`: a pass written as rule data — GE's dedicated memory-conflict
+passes (ge-conflict-rules.md §6) are rule sets of this one engine.
+
+A rule set (one pass) declares:
+
+* `walk`: the nodes visited — `graph` (GetDirectNode of the graph the runner gives,
+  a snapshot) or `all` (GetAllNodes: the graph and its subgraphs, a snapshot);
+* `gate`: a DSL predicate over `graph`; the pass does nothing where it is false;
+* `once`: actions run once per graph, just before the first matched node;
+* `steps`, tried in order on every node: `match` (over `graph`, `node`), `each`
+  (`node`, `inputs` or `outputs`: what `anchor` ranges over), `let` bindings, and a
+  first-match rule list whose `do:` actions run in order (`- name: expr` binds a
+  result for the actions after it; `stop: true` ends the node's anchors);
+* `functions`: pack-defined DSL functions; `insert`: the nodes its actions build.
+
+Actions (engine/actions.py) edit the graph and record provenance: the rule id and
+file:line, and `reason` = the step's `let` values plus the rule's `reason:` facts.
+
+Note [rewrite families]: the runner finds a pass's configuration through its
+algorithm's section, and a pack section lives in one file. The engine is
+therefore registered once per family of rule sets (`FAMILIES`), each family a
+section in its own file; a pass names its family as its algorithm and its rule
+set with `config:`. A new rewrite pass is a new rule set in any family: no
+engine change.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from engine.passes.registry import Algorithm, register
+from engine.passes.actions import ACTION_PRIMS, Rewriter, Why
+from engine.dsl.ast import Call, Const, Expr, walk
+from engine.dsl.compiler import Compiler, Scope
+from engine.core.errors import Collector, Loc, did_you_mean
+from engine.core.graph import Graph, InAnchor, Node, OutAnchor
+from engine.passes.insertion import InsertSpec, load_insert_spec
+from engine.pack.model import FuncDef, Pack
+from engine.pack.loader import function_specs, load_functions, parse_rule_expr, register_rule_id
+from engine.dsl.library import PrimSpec, bound_functions
+from engine.dsl.queries import QUERY_PRIMITIVES
+from engine.core.schema import Reader
+from engine.passes.surgery_hooks import surgery_hooks
+
+FAMILIES = {
+    "hccl_rewrites": "HcclMemcpyPass, HcclContinuousMemcpyPass (rules/ge/hccl.yaml)",
+    "subgraph_rewrites": "SubgraphPass (rules/ge/subgraph.yaml)",
+    "memory_rewrites": "MemcpyAddrAsyncPass, MarkSameAddrPass, SetInputOutputOffsetPass, "
+                       "InplaceSupportCheckPass (rules/ge/memcpy.yaml)",
+}
+WALKS = ("graph", "all")
+EACH = ("node", "inputs", "outputs")
+BASE_VARS = ("graph", "node", "anchor")
+# which argument of an action names an insert spec (checked at load time)
+SPEC_ARG = {"insert_before": 1, "insert_after": 2, "insert_between": 2, "insert_multi_after": 1,
+            "insert_multi_before": 1, "add_node": 0, "insert_name": 0}
+REWRITE_PRIMS: dict[str, PrimSpec] = {
+    **QUERY_PRIMITIVES, **ACTION_PRIMS,
+    "insert_name": PrimSpec("insert_name", (2, 2), 'insert_name("spec", graph): the name the spec gives in graph '
+                            "when its template uses only {graph}", lambda ctx: None),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    bind: str | None          # `- name: expr` keeps the result for later actions
+    expr: Expr
+    loc: Loc
+
+    def __str__(self) -> str:
+        return f"{self.bind}: {self.expr}" if self.bind else str(self.expr)
+
+
+@dataclass(frozen=True, slots=True)
+class RewriteRule:
+    id: str
+    when: Expr
+    do: tuple[Action, ...]
+    reason: tuple[tuple[str, Expr], ...]
+    stop: bool
+    doc: str
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    name: str
+    match: Expr
+    each: str
+    let: tuple[tuple[str, Expr], ...]
+    rules: tuple[RewriteRule, ...]
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    name: str
+    doc: str
+    walk: str
+    gate: Expr | None
+    once: tuple[Action, ...]
+    steps: tuple[Step, ...]
+    functions: dict[str, FuncDef]
+    inserts: dict[str, InsertSpec]
+    loc: Loc
+    rule_count: int = 0
+
+
+@dataclass(frozen=True)
+class Family:
+    section: str
+    rule_sets: dict[str, RuleSet] = field(default_factory=dict)
+
+
+# ---- loading --------------------------------------------------------------------------
+def _loader(section: str) -> Callable:
+    def load(value: Any, pack: Pack, errors: Collector) -> Family | None:
+        r = Reader(value, section, errors, Loc(str(pack.path)))
+        sets = {}
+        for name in list(r.map):
+            rs = load_rule_set(r.get(name, dict), f"{section}.{name}", str(name), pack, errors, r.key_loc(name))
+            if rs is not None:
+                sets[str(name)] = rs
+        r.done()
+        for spec in pack.passes.values():       # passes are loaded before algorithm sections
+            if spec.algorithm == section and (spec.config or spec.id) not in sets:
+                name = spec.config or spec.id
+                errors.error(spec.loc, f"pass '{spec.id}': section '{section}' has no rule set '{name}'",
+                             did_you_mean(name, sets, "rule sets") if sets else f"add `{name}:` under `{section}:`")
+        return None if errors else Family(section, sets)
+    return load
+
+
+def load_rule_set(value: Any, what: str, name: str, pack: Pack, errors: Collector, fallback: Loc) -> RuleSet | None:
+    r = Reader(value, what, errors, fallback)
+    doc = str(r.get("doc", str, ""))
+    walk_kind = str(r.get("walk", str, "graph"))
+    if walk_kind not in WALKS:
+        errors.error(r.value_loc("walk"), f"{what}: unknown walk '{walk_kind}'", did_you_mean(walk_kind, WALKS, "walks"))
+    gate_text = r.get("gate", (str, bool))
+    gate = parse_rule_expr(gate_text, r.value_loc("gate"), errors) if gate_text is not None else None
+    funcs = load_functions(r.get("functions", dict), f"{what}.functions", pack, errors, r.loc)
+    once = _actions(r.get("once", list, []), f"{what}.once", errors, r.loc)
+    inserts = {}
+    ir = Reader(r.get("insert", dict, {}), f"{what}.insert", errors, r.loc)
+    for iname in list(ir.map):
+        spec = load_insert_spec(ir.get(iname, dict), f"{what}.insert.{iname}", errors, ir.key_loc(iname))
+        if spec is not None:
+            inserts[str(iname)] = spec
+    ir.done()
+    steps = []
+    sv = r.get("steps", list, [], required=True) or []
+    seen_steps: dict[str, Loc] = {}
+    for i, item in enumerate(sv):
+        step = _step(item, f"{what} step {i + 1}", pack, errors, sv.item_locs[i])
+        if step is None:
+            continue
+        if step.name in seen_steps:
+            errors.error(step.loc, f"{what}: step name '{step.name}' is used twice", f"first used at {seen_steps[step.name]}")
+        seen_steps[step.name] = step.loc
+        steps.append(step)
+    r.done()
+    rs = RuleSet(name, doc, walk_kind, gate, tuple(once), tuple(steps), funcs, inserts, r.loc,
+                 sum(len(s.rules) for s in steps))
+    _check(rs, pack, errors)
+    return rs
+
+
+def _step(value: Any, what: str, pack: Pack, errors: Collector, fallback: Loc) -> Step | None:
+    r = Reader(value, what, errors, fallback)
+    name = str(r.get("name", str, "", required=True))
+    match_text = r.get("match", (str, bool), True)
+    match = parse_rule_expr(match_text, r.value_loc("match"), errors)
+    each = str(r.get("each", str, "node"))
+    if each not in EACH:
+        errors.error(r.value_loc("each"), f"{what}: 'each' must be one of {', '.join(EACH)}", did_you_mean(each, EACH))
+    lets = []
+    lr = Reader(r.get("let", dict, {}), f"{what}.let", errors, r.loc)
+    for key in list(lr.map):
+        text = lr.get(key, (str, bool))
+        if key in BASE_VARS:
+            errors.error(lr.key_loc(key), f"{what}.let: '{key}' is a reserved name", "choose another name")
+        e = parse_rule_expr(text, lr.value_loc(key), errors) if text is not None else None
+        if e is not None:
+            lets.append((str(key), e))
+    lr.done()
+    rules = []
+    rv = r.get("rules", list, [], required=True) or []
+    for i, item in enumerate(rv):
+        rule = _rule(item, f"{what} rule {i + 1}", pack, errors, rv.item_locs[i])
+        if rule is not None:
+            rules.append(rule)
+    r.done()
+    if match is None or not name:
+        return None
+    return Step(name, match, each, tuple(lets), tuple(rules), r.loc)
+
+
+def _rule(value: Any, what: str, pack: Pack, errors: Collector, fallback: Loc) -> RewriteRule | None:
+    r = Reader(value, what, errors, fallback)
+    rid = str(r.get("id", str, "", required=True))
+    when_text = r.get("when", (str, bool), True)
+    when = parse_rule_expr(when_text, r.value_loc("when"), errors)
+    doc = str(r.get("doc", str, ""))
+    stop = bool(r.get("stop", bool, False))
+    reason = []
+    rr = Reader(r.get("reason", dict, {}), f"{what}.reason", errors, r.loc)
+    for key in list(rr.map):
+        e = parse_rule_expr(rr.get(key, (str, bool)), rr.value_loc(key), errors)
+        if e is not None:
+            reason.append((str(key), e))
+    rr.done()
+    do = _actions(r.get("do", list, []), f"{what}.do", errors, r.loc)
+    r.done()
+    if rid:
+        register_rule_id(pack, rid, r.value_loc("id"), errors)
+    if when is None or not rid:
+        return None
+    return RewriteRule(rid, when, tuple(do), tuple(reason), stop, doc, fallback)
+
+
+def _actions(value: Any, what: str, errors: Collector, fallback: Loc) -> list[Action]:
+    out = []
+    if not isinstance(value, list):
+        return out
+    for i, item in enumerate(value):
+        loc = value.item_locs[i] if hasattr(value, "item_locs") else fallback
+        if isinstance(item, dict):
+            if len(item) != 1:
+                errors.error(loc, f"{what}: a binding action is one `name: expression` pair", "write `- name: expr`")
+                continue
+            (bind, text), = item.items()
+            e = parse_rule_expr(text, item.value_locs.get(bind, loc), errors)
+            if e is not None:
+                out.append(Action(str(bind), e, loc))
+        else:
+            e = parse_rule_expr(item, loc, errors)
+            if e is not None:
+                out.append(Action(None, e, loc))
+    return out
+
+
+def _check(rs: RuleSet, pack: Pack, errors: Collector) -> None:
+    """Names, arities and insert-spec references, once at load time."""
+    extra = {**REWRITE_PRIMS, **function_specs(rs.functions)}
+    comp = Compiler(pack.scope(BASE_VARS, {}, extra), errors)
+    for f in rs.functions.values():
+        comp.check(f.body, f.params)
+    exprs: list[Expr] = []
+    if rs.gate is not None:
+        comp.check(rs.gate, ("graph",))
+        exprs.append(rs.gate)
+    bound: tuple[str, ...] = ()
+    for a in rs.once:
+        comp.check(a.expr, bound)
+        exprs.append(a.expr)
+        bound += (a.bind,) if a.bind else ()
+    for step in rs.steps:
+        comp.check(step.match)
+        names: tuple[str, ...] = ()
+        for key, e in step.let:
+            comp.check(e, names)
+            names += (key,)
+            exprs.append(e)
+        for rule in step.rules:
+            comp.check(rule.when, names)
+            for _, e in rule.reason:
+                comp.check(e, names)
+            bound = names
+            for a in rule.do:
+                comp.check(a.expr, bound)
+                exprs.append(a.expr)
+                bound += (a.bind,) if a.bind else ()
+    exprs += [f.body for f in rs.functions.values()]
+    for e in exprs:
+        for sub in walk(e):
+            if isinstance(sub, Call) and sub.fn in SPEC_ARG and len(sub.args) > SPEC_ARG[sub.fn]:
+                arg = sub.args[SPEC_ARG[sub.fn]]
+                if isinstance(arg, Const) and isinstance(arg.value, str) and arg.value not in rs.inserts:
+                    errors.error(arg.loc, f"{rs.name}: no insert spec named '{arg.value}'",
+                                 did_you_mean(arg.value, rs.inserts, "insert specs of this rule set"))
+
+
+# ---- running ---------------------------------------------------------------------------
+class _Compiled:
+    """A rule set compiled into Python functions for one run."""
+
+    def __init__(self, ctx, rs: RuleSet, spec):
+        self.rs = rs
+        self.rewriter = Rewriter(ctx, spec.id, rs.inserts, surgery_hooks(ctx))
+        fn_specs = function_specs(rs.functions)
+        own = dict(self.rewriter.bound())
+        own["insert_name"] = self.insert_name
+        prims = bound_functions(ctx, {**REWRITE_PRIMS, **fn_specs}, {**own, **{n: _late for n in fn_specs}})
+        comp = Compiler(Scope(BASE_VARS, {}, ctx.pack.class_sets(), prims), Collector())
+        for f in rs.functions.values():
+            comp.define(f.name, f.params, f.body)
+        self.gate = comp.function(rs.gate, ("graph",)) if rs.gate is not None else None
+        self.once = _compile_actions(comp, rs.once, BASE_VARS)
+        self.steps = []
+        for step in rs.steps:
+            params = BASE_VARS
+            lets = []
+            for key, e in step.let:
+                lets.append((key, comp.function(e, params)))
+                params += (key,)
+            rules = []
+            for rule in step.rules:
+                rules.append((rule, comp.function(rule.when, params),
+                              [(k, comp.function(e, params)) for k, e in rule.reason],
+                              _compile_actions(comp, rule.do, params)))
+            self.steps.append((step, comp.function(step.match, ("graph", "node")), lets, rules))
+
+    def insert_name(self, spec_name: str, graph: Graph | None) -> str | None:
+        spec = self.rs.inserts.get(spec_name)
+        if spec is None or graph is None:
+            return None
+        return spec.name.format(graph=graph.name, src="", dst="", n="", idx="", out="")
+
+    def run(self, graph: Graph) -> None:
+        if self.gate is not None and not self.gate(graph):
+            return
+        model = self.rewriter.ctx.model
+        nodes = model.all_nodes(graph) if self.rs.walk == "all" else graph.node_list()
+        started = False
+        for node in nodes:
+            if not node.alive:
+                continue
+            for step, match, lets, rules in self.steps:
+                if not match(graph, node):
+                    continue
+                if not started:
+                    started = True
+                    self._once(graph)
+                self._step(graph, node, step, lets, rules)
+                if not node.alive:
+                    break
+
+    def _once(self, graph: Graph) -> None:
+        if not self.once:
+            return
+        self.rewriter.why = Why(f"{self.rs.name}/once", self.rs.loc, {"graph": graph.name})
+        env = [graph, None, None]
+        for bind, f in self.once:
+            v = f(*env)
+            if bind:
+                env.append(v)
+
+    def _step(self, graph: Graph, node: Node, step: Step, lets, rules) -> None:
+        if step.each == "inputs":
+            anchors = list(node.ins)
+        elif step.each == "outputs":
+            anchors = list(node.outs)
+        else:
+            anchors = [None]
+        for anchor in anchors:
+            env = [graph, node, anchor]
+            for _, f in lets:
+                env.append(f(*env))
+            for rule, when, reason, actions in rules:
+                if not when(*env):
+                    continue
+                facts = {"step": step.name}
+                for (key, _), value in zip(lets, env[3:]):
+                    facts[key] = to_json(value)
+                for key, f in reason:
+                    facts[key] = to_json(f(*env))
+                if rule.doc:
+                    facts["why"] = rule.doc
+                self.rewriter.why = Why(rule.id, rule.loc, facts)
+                local = list(env)
+                for bind, f in actions:
+                    v = f(*local)
+                    if bind:
+                        local.append(v)
+                if rule.stop:
+                    return
+                break
+
+
+def _compile_actions(comp: Compiler, actions, params: tuple[str, ...]) -> list:
+    out = []
+    for a in actions:
+        out.append((a.bind, comp.function(a.expr, params)))
+        if a.bind:
+            params += (a.bind,)
+    return out
+
+
+def _late(*_a):
+    raise RuntimeError("pack function called before definition")
+
+
+def to_json(v: Any) -> Any:
+    """A fact as a plain JSON value: nodes by name, anchors as 'node:idx', graphs by name."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, Node):
+        return v.name
+    if isinstance(v, (InAnchor, OutAnchor)):
+        return f"{v.node.name}:{v.idx}"
+    if isinstance(v, Graph):
+        return v.name
+    if isinstance(v, (list, tuple)):
+        return [to_json(x) for x in v]
+    return str(v)
+
+
+def compiled(ctx, family: Family, spec) -> _Compiled:
+    """One compiled rule set per run and pass (the runner calls `run` once per graph).
+
+    Note [per-run cache]: the cache lives in the RunContext (rewrite_cache), so a new run
+    (new options, new model) compiles afresh."""
+    cache = ctx.rewrite_cache
+    key = (family.section, spec.id)
+    if key not in cache:
+        name = spec.config or spec.id
+        cache[key] = _Compiled(ctx, family.rule_sets[name], spec)
+    return cache[key]
+
+
+def _register(section: str, doc: str) -> None:
+    def run(ctx, graph: Graph, family: Family, spec) -> None:
+        compiled(ctx, family, spec).run(graph)
+    register(Algorithm(section, section, _loader(section), run, f"rule-data rewrites: {doc}"))
+
+
+for _section, _doc in FAMILIES.items():
+    _register(_section, _doc)
+

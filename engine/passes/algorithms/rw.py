@@ -1,0 +1,550 @@
+"""Algorithm `rw_conflict`: GE's GraphOptimize::HandleMemoryRWConflict
+(ge-conflict-rules.md §4), with every op-specific decision taken from the pack's
+`rw_conflict` section:
+
+* the type vocabularies, the decision matrix and the CombineInputRW table;
+* first-match rule lists typing a single node's outputs and inputs;
+* predicates naming the roles the walk needs (loop parents, subgraph Data and
+  NetOutput, identities, skipped consumers, ...);
+* the insert rule for the Identity it creates.
+
+The walk itself (subgraph propagation in reverse order, the peer loop with
+NeedCheckSkip, SplitIdentity, RemoveNoUseIdentity) is GE's structure and names
+no op type.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.passes.registry import Algorithm, register
+from engine.passes.context import Insertion, Removal, anchor_ref
+from engine.dsl.compiler import Compiler
+from engine.dsl.ast import Expr
+from engine.core.errors import Collector, Loc, PassFailure, did_you_mean
+from engine.core.graph import Graph, InAnchor, Node, OutAnchor
+from engine.passes.insertion import InsertSpec, build_op, load_insert_spec
+from engine.pack.model import Pack, Rule
+from engine.pack.loader import load_rules, parse_rule_expr
+from engine.dsl.library import PrimSpec, bound_functions
+from engine.core.attrs import node_attr
+from engine.pack.rulelist import check_rules, compile_rules
+from engine.core.schema import Reader, str_list
+from engine.core import surgery
+from engine.passes.surgery_hooks import surgery_hooks
+
+DECISIONS = ("do_nothing", "insert_identity", "wrong_graph")
+IN_ROLES = ("read_only", "writeable", "scope_writeable", "invalid")
+OUT_ROLES = ("read_only", "soft_read", "writeable", "invalid")
+PREDICATES = {
+    "loop_parent": "a parent whose subgraphs are left alone (and whose inputs/outputs are fixed by overrides)",
+    "subgraph_data": "a subgraph input node carrying the parent index",
+    "subgraph_netoutput": "a subgraph output node",
+    "skip_node": "a node the main walk skips entirely",
+    "identity": "an identity-like node (SplitIdentity / RemoveNoUseIdentity)",
+    "skip_consumer": "a consumer whose inputs are never isolated",
+    "keep_identity_before": "a single consumer that keeps an identity in front of it",
+    "always_optimizable_parent": "a parent whose Writeable subgraph outputs never need an Identity",
+    "data_source": "where NeedCheckSkip's backward walk ends (a Data-like node)",
+    "rw_control_source": "identity input kinds that make an identity useful for RW ordering",
+    "rw_control_writer": "control successors that make an identity useful for RW ordering",
+}
+RW_PRIMS = {
+    "is_ref_output": PrimSpec("is_ref_output", (1, 1), "is_ref_output(out_anchor): output shares a name with an input",
+                              lambda ctx: None),
+    "is_ref_input": PrimSpec("is_ref_input", (1, 1), "is_ref_input(in_anchor): input shares a name with an output",
+                             lambda ctx: None),
+    "single_output_rw": PrimSpec("single_output_rw", (1, 1),
+                                 "single_output_rw(out_anchor): the output rules applied to another anchor",
+                                 lambda ctx: None),
+}
+
+
+@dataclass(frozen=True)
+class RWConfig:
+    input_types: tuple[str, ...]
+    output_types: tuple[str, ...]
+    in_role: dict[str, str]
+    out_role: dict[str, str]
+    matrix: dict[tuple[str, str], str]
+    matrix_locs: dict[tuple[str, str], Loc]
+    combine: dict[tuple[str, str], str]          # (new, acc) → result
+    output_rules: list[Rule]
+    input_rules: list[Rule]
+    output_overrides: list[Rule]
+    input_overrides: list[Rule]
+    predicates: dict[str, Expr]
+    parent_index_attr: str
+    reference_attr: str
+    insert: InsertSpec
+    loc: Loc
+
+
+# ---- loading ------------------------------------------------------------------------
+def load(value: Any, pack: Pack, errors: Collector) -> RWConfig | None:
+    fallback = Loc(str(pack.path))
+    r = Reader(value, "rw_conflict", errors, fallback)
+    in_types = tuple(map(str, str_list(r.get("input_types", list, [], required=True), "input_types", errors, r.loc)))
+    out_types = tuple(map(str, str_list(r.get("output_types", list, [], required=True), "output_types", errors, r.loc)))
+    roles = Reader(r.get("roles", dict, {}, required=True), "rw_conflict.roles", errors, r.loc)
+    in_role = _roles(roles.get("input", dict, {}, required=True), "roles.input", IN_ROLES, in_types, errors, roles.loc)
+    out_role = _roles(roles.get("output", dict, {}, required=True), "roles.output", OUT_ROLES, out_types, errors, roles.loc)
+    roles.done()
+    valid_in = [t for t in in_types if t != in_role.get("invalid")]
+    valid_out = [t for t in out_types if t != out_role.get("invalid")]
+    matrix, mlocs = _table(r.get("matrix", dict, {}, required=True), "matrix", valid_out, valid_in,
+                           DECISIONS, errors, r.loc)
+    combine, _ = _table(r.get("combine_input", dict, {}, required=True), "combine_input", valid_in, valid_in,
+                        in_types, errors, r.loc)
+    consts = {t: t for t in in_types + out_types}
+    rules = {}
+    for key in ("output_rules", "input_rules", "output_overrides", "input_overrides"):
+        rules[key] = load_rules(r.get(key, list, [], required=key.endswith("rules")), f"rw_conflict.{key}",
+                                pack, errors, r.loc)
+    preds_r = Reader(r.get("predicates", dict, {}, required=True), "rw_conflict.predicates", errors, r.loc)
+    preds: dict[str, Expr] = {}
+    for name in PREDICATES:
+        text = preds_r.get(name, (str, bool), None, required=True)
+        if text is not None:
+            e = parse_rule_expr(text, preds_r.value_loc(name), errors)
+            if e is not None:
+                preds[name] = e
+    preds_r.done()
+    pidx = str(r.get("parent_index_attr", str, "_parent_node_index"))
+    ref_attr = str(r.get("reference_attr", str, ""))
+    insert = load_insert_spec(r.get("insert", dict, None, required=True), "rw_conflict.insert", errors, r.loc)
+    r.done()
+    scope = pack.scope(("node", "anchor"), consts, RW_PRIMS)
+    comp = Compiler(scope, errors)
+    for key, lst in rules.items():
+        check_rules(comp, lst, ("node", "anchor"))
+    pscope = Compiler(pack.scope(("node",), consts, RW_PRIMS), errors)
+    for e in preds.values():
+        pscope.check(e)
+    if errors or insert is None:
+        return None
+    return RWConfig(in_types, out_types, in_role, out_role, matrix, mlocs, combine, rules["output_rules"],
+                    rules["input_rules"], rules["output_overrides"], rules["input_overrides"], preds, pidx,
+                    ref_attr, insert, r.loc)
+
+
+def _roles(value, what, names, types, errors, fallback) -> dict[str, str]:
+    r = Reader(value, what, errors, fallback)
+    out = {}
+    for role in names:
+        t = r.get(role, str, None, required=True)
+        if t is not None:
+            if t not in types:
+                errors.error(r.value_loc(role), f"{what}: '{t}' is not a declared type", did_you_mean(t, types, "types"))
+            out[role] = str(t)
+    r.done()
+    return out
+
+
+def _table(value, what, rows, cols, allowed, errors, fallback):
+    """A complete rows × cols table of names from `allowed` (holes are errors)."""
+    r = Reader(value, what, errors, fallback)
+    out: dict[tuple[str, str], str] = {}
+    locs: dict[tuple[str, str], Loc] = {}
+    for row in rows:
+        rr = Reader(r.get(row, dict, {}, required=True), f"{what}[{row}]", errors, r.loc)
+        for col in cols:
+            v = rr.get(col, str, None, required=True)
+            if v is None:
+                continue
+            if v not in allowed:
+                errors.error(rr.value_loc(col), f"{what}[{row}][{col}]: unknown value '{v}'", did_you_mean(v, allowed))
+                continue
+            out[(row, col)] = str(v)
+            locs[(row, col)] = rr.value_loc(col)
+        rr.done()
+    r.done()
+    return out, locs
+
+
+# ---- running -----------------------------------------------------------------------
+class _Typed:
+    __slots__ = ("value", "why")
+
+    def __init__(self, value: str, why: str):
+        self.value = value
+        self.why = why
+
+
+class RWPass:
+    """One execution of the RW conflict walk on the root graph."""
+
+    def __init__(self, ctx, cfg: RWConfig, spec):
+        self.ctx, self.cfg, self.spec = ctx, cfg, spec
+        self.ref_out: dict[Node, dict[int, int]] = {}
+        self.ref_in: dict[Node, dict[int, int]] = {}
+        self.in_cache: dict[InAnchor, _Typed] = {}
+        self.data_rw: dict[tuple[Graph, int], str] = {}       # subgraph Data → recorded input type
+        self.netout_rw: dict[tuple[Graph, int], str] = {}     # subgraph NetOutput input p → output type
+        consts = {t: t for t in cfg.input_types + cfg.output_types}
+        prims = bound_functions(ctx, RW_PRIMS, {
+            "is_ref_output": lambda a: a is not None and a.idx in self.ref_out.get(a.node, ()),
+            "is_ref_input": lambda a: a is not None and a.idx in self.ref_in.get(a.node, ()),
+            "single_output_rw": self._single_output_value,
+        })
+        pack = ctx.pack
+        from engine.dsl.compiler import Scope
+        comp = Compiler(Scope(("node", "anchor"), consts, pack.class_sets(), prims), Collector())
+        self.f_out = compile_rules(comp, cfg.output_rules, ("node", "anchor"))
+        self.f_in = compile_rules(comp, cfg.input_rules, ("node", "anchor"))
+        self.f_out_over = compile_rules(comp, cfg.output_overrides, ("node", "anchor"))
+        self.f_in_over = compile_rules(comp, cfg.input_overrides, ("node", "anchor"))
+        pcomp = Compiler(Scope(("node",), consts, pack.class_sets(), prims), Collector())
+        self.p = {k: pcomp.function(e, ("node",)) for k, e in cfg.predicates.items()}
+        self.hooks = surgery_hooks(ctx)
+        R, O = cfg.in_role, cfg.out_role
+        self.IN_RO, self.IN_W, self.IN_SW, self.IN_INV = R["read_only"], R["writeable"], R["scope_writeable"], R["invalid"]
+        self.OUT_RO, self.OUT_SOFT, self.OUT_W, self.OUT_INV = O["read_only"], O["soft_read"], O["writeable"], O["invalid"]
+        self.in_rank = {t: i for i, t in enumerate(cfg.input_types)}
+
+    # ---- typing ----------------------------------------------------------------
+    def _cite(self, rules: list[Rule], i: int) -> str:
+        return rules[i].cite if i >= 0 else "no rule matched"
+
+    def _single_output_value(self, anchor: OutAnchor | None) -> str:
+        return self.single_output(anchor).value
+
+    def single_output(self, anchor: OutAnchor | None) -> _Typed:
+        if anchor is None:
+            return _Typed(self.OUT_INV, "no producer")
+        v, i = self.f_out(anchor.node, anchor)
+        if v is None:
+            return _Typed(self.OUT_INV, "no output rule matched")
+        return _Typed(v, self._cite(self.cfg.output_rules, i))
+
+    def single_input(self, anchor: InAnchor) -> _Typed:
+        v, i = self.f_in(anchor.node, anchor)
+        if v is None:
+            return _Typed(self.IN_INV, "no input rule matched")
+        return _Typed(v, self._cite(self.cfg.input_rules, i))
+
+    def output_rw(self, anchor: OutAnchor | None) -> _Typed:
+        """OutputRW. Note [no output cache]: an output's type depends on its current
+        consumer count, which the walk changes; GE recomputes it on every call."""
+        if anchor is None:
+            return _Typed(self.OUT_INV, "no producer")
+        node = anchor.node
+        v, i = self.f_out_over(node, anchor)
+        if v is not None:
+            t = _Typed(v, self._cite(self.cfg.output_overrides, i))
+        elif not any(g is not None for g in node.subgraphs):
+            t = self.single_output(anchor)
+        else:
+            netouts = [(g, n) for g in node.subgraphs if g is not None for n in g.nodes()
+                       if self.p["subgraph_netoutput"](n)]
+            if len(netouts) == 1:
+                g = netouts[0][0]
+                val = self.netout_rw.get((g, anchor.idx), self.OUT_INV)
+                why = f"recorded for subgraph '{g.name}' output {anchor.idx}"
+            else:
+                val, why = self.OUT_SOFT, f"{len(netouts)} subgraph outputs"
+            if val != self.OUT_W and len(anchor.peers) > 1:
+                val, why = self.OUT_RO, why + "; several consumers"
+            t = _Typed(val, why)
+        return t
+
+    def input_rw(self, anchor: InAnchor, use_cache: bool = True) -> _Typed:
+        if use_cache and anchor in self.in_cache:
+            return self.in_cache[anchor]
+        node = anchor.node
+        v, i = self.f_in_over(node, anchor)
+        if v is not None:
+            t = _Typed(v, self._cite(self.cfg.input_overrides, i))
+        elif not any(g is not None for g in node.subgraphs):
+            t = self.single_input(anchor)
+        else:
+            vals = []
+            for g in node.subgraphs:
+                if g is None:
+                    continue
+                for n in g.nodes():
+                    if self.p["subgraph_data"](n) and node_attr(n, self.cfg.parent_index_attr) == anchor.idx:
+                        vals.append(self.data_rw.get((g, anchor.idx), self.IN_INV))
+            if not vals:
+                t = _Typed(self.IN_RO, "no subgraph input uses it")
+            else:
+                t = _Typed(self.combine(vals), f"combined over {len(vals)} subgraph input(s)")
+        if use_cache:
+            self.in_cache[anchor] = t
+        return t
+
+    def combine(self, values) -> str:
+        acc = self.IN_RO
+        for new in sorted(set(values), key=lambda t: self.in_rank[t]):
+            if new == self.IN_INV:
+                return self.IN_INV
+            acc = self.cfg.combine[(new, acc)]
+            if acc == self.IN_INV:
+                return acc
+        return acc
+
+    def decide(self, out_t: str, in_t: str) -> str:
+        if out_t == self.OUT_INV or in_t == self.IN_INV:
+            return "wrong_graph"
+        return self.cfg.matrix[(out_t, in_t)]
+
+    # ---- ref relations -----------------------------------------------------------
+    def mark_ref_relations(self) -> None:
+        for node in self.ctx.model.all_nodes():
+            ins, outs = node.ports()
+            if not ins or not outs:
+                continue
+            for name, in_idx in ins.items():
+                out_idx = outs.get(name)
+                if out_idx is None:
+                    continue
+                self.ref_out.setdefault(node, {})[out_idx] = in_idx
+                self.ref_in.setdefault(node, {})[in_idx] = out_idx
+                if self.cfg.reference_attr:
+                    node.op.attr[self.cfg.reference_attr].b = True
+
+    # ---- subgraph propagation (MarkRWTypeForAllSubgraph) ----------------------------
+    def mark_subgraphs(self) -> None:
+        names = set()
+        for g in reversed(self.ctx.model.all_subgraphs()):
+            parent = g.parent_node
+            if parent is None or self.p["loop_parent"](parent):
+                continue
+            if g.name in names:
+                raise PassFailure(self.spec.id, f"subgraph name '{g.name}' is not unique")
+            names.add(g.name)
+            for n in g.node_list():
+                if self.p["subgraph_data"](n):
+                    self._mark_data(g, n)
+                elif self.p["subgraph_netoutput"](n):
+                    self._mark_netoutput(g, n, parent)
+
+    def _mark_data(self, g: Graph, n: Node) -> None:
+        idx = node_attr(n, self.cfg.parent_index_attr)
+        if not isinstance(idx, int):
+            raise PassFailure(self.spec.id, f"subgraph input has no {self.cfg.parent_index_attr}", n.name)
+        if (g, idx) in self.data_rw:
+            raise PassFailure(self.spec.id, f"two subgraph inputs of '{g.name}' use parent index {idx}", n.name)
+        vals = [self.input_rw(p, use_cache=False).value for p in (n.outs[0].peers if n.outs else [])]
+        self.data_rw[(g, idx)] = self.combine(vals)
+
+    def _mark_netoutput(self, g: Graph, n: Node, parent: Node) -> None:
+        for a in list(n.ins):
+            d = a.desc
+            if d is None or self.cfg.parent_index_attr not in d.attr:
+                raise PassFailure(self.spec.id, f"subgraph output input {a.idx} has no {self.cfg.parent_index_attr}", n.name)
+            p = d.attr[self.cfg.parent_index_attr].i
+            src = a.peer
+            t = self.output_rw(src)
+            if t.value == self.OUT_W and not self.optimizable(parent, p):
+                self.insert_after(src, a, {
+                    "kind": "subgraph-output", "why": "a Writeable subgraph output feeds a parent output whose "
+                    "consumers do not only read it", "output_rw": t.value, "output_rule": t.why,
+                    "parent": parent.name, "parent_output": p})
+                self.netout_rw[(g, p)] = self.OUT_SOFT
+            else:
+                self.netout_rw[(g, p)] = t.value
+
+    def optimizable(self, parent: Node, p: int) -> bool:
+        if self.p["always_optimizable_parent"](parent) or p >= len(parent.outs):
+            return True
+        subs = [g for g in parent.subgraphs if g is not None]
+        if len(subs) > 1:
+            for g in subs:
+                for n in g.nodes():
+                    if self.p["subgraph_netoutput"](n) and p < len(n.ins):
+                        if self.output_rw(n.ins[p].peer).value == self.OUT_RO:
+                            return False
+        for c in parent.outs[p].peers:
+            if any(g is not None for g in c.node.subgraphs):
+                return False
+            if self.single_input(c).value != self.IN_RO:
+                return False
+        return True
+
+    # ---- main walk -------------------------------------------------------------------
+    def run(self) -> None:
+        self.mark_ref_relations()
+        self.mark_subgraphs()
+        P = self.p
+        # Note [walk snapshot]: GE iterates a copy of GetAllNodes(), so nodes inserted
+        # during the walk are not visited (spec §10.5 reads otherwise; a live walk
+        # would also loop forever under a pack whose inserted node re-triggers itself).
+        for node in self.ctx.model.all_nodes():
+            if not node.alive:
+                continue
+            g = node.graph
+            if g.parent_node is not None:
+                if P["loop_parent"](g.parent_node):
+                    continue
+                if P["subgraph_data"](node) or P["subgraph_netoutput"](node):
+                    continue
+            if P["skip_node"](node):
+                continue
+            if P["identity"](node):
+                self.split_identity(node)
+                if node.alive:
+                    self.remove_no_use_identity(node)
+            if node.alive:
+                self.insert_as_needed(node)
+
+    def insert_as_needed(self, node: Node) -> None:
+        if not node.has_data_consumers():
+            return
+        for o in node.outs:
+            out_t = self.output_rw(o)
+            skip_last = self.need_check_skip(out_t.value, node, o)
+            last_node = None
+            peers = list(o.peers)
+            for k, peer in enumerate(peers):
+                pn = peer.node
+                if self.p["skip_consumer"](pn):
+                    continue
+                in_t = self.input_rw(peer)
+                res = self.decide(out_t.value, in_t.value)
+                if skip_last:
+                    if last_node is None:
+                        last_node = pn
+                    skip_last = pn is last_node and in_t.value == self.IN_SW
+                if res != "insert_identity":
+                    skip_last = False
+                    continue
+                if k == len(peers) - 1 and skip_last:
+                    continue
+                self.insert_before(peer, {
+                    "kind": "matrix", "output_rw": out_t.value, "output_rule": out_t.why,
+                    "input_rw": in_t.value, "input_rule": in_t.why, "decision": res,
+                    "cell": f"matrix[{out_t.value}][{in_t.value}]",
+                    "cell_loc": str(self.cfg.matrix_locs.get((out_t.value, in_t.value), "")),
+                })
+
+    def need_check_skip(self, out_t: str, node: Node, o: OutAnchor) -> bool:
+        if out_t == self.OUT_RO:
+            return True
+        if out_t != self.OUT_W:
+            return False
+        t, a = node, o
+        seen = set()
+        while True:
+            if len(a.peers) > 1:
+                return False
+            if self.p["data_source"](t):
+                return not t.has_attr(self.cfg.parent_index_attr)
+            refs = self.ref_out.get(t)
+            if not refs or a.idx not in refs:
+                return True
+            if t in seen:       # a ref cycle through a loop: stop like a missing producer
+                return False
+            seen.add(t)
+            src = t.ins[refs[a.idx]].peer if refs[a.idx] < len(t.ins) else None
+            if src is None:
+                return False
+            a, t = src, src.node
+
+    # ---- identities --------------------------------------------------------------------
+    def split_identity(self, ident: Node) -> None:
+        if not ident.outs or len(ident.outs[0].peers) <= 1 or not ident.ins:
+            return
+        pre = ident.ins[0].peer
+        for c in list(ident.outs[0].peers):
+            t = self.input_rw(c)
+            if t.value in (self.IN_W, self.IN_SW):
+                self.insert_before(c, {"kind": "split-identity", "identity": ident.name, "input_rw": t.value,
+                                       "input_rule": t.why,
+                                       "why": "an identity shared by several consumers is split so the writer gets its own copy"},
+                                   named_after=pre)
+            elif pre is not None:
+                surgery.unlink(ident.outs[0], c)
+                for p in ident.in_ctrl:
+                    surgery.link_ctrl(p, c.node)
+                for s in ident.out_ctrl:
+                    surgery.link_ctrl(pre.node, s)
+                surgery.link(pre, c)
+        if not ident.has_data_consumers():
+            self.remove(ident, "split-identity", {"why": "every consumer was re-linked or got its own identity"})
+
+    def remove_no_use_identity(self, ident: Node) -> None:
+        P = self.p
+        if not ident.ins or ident.ins[0].peer is None:
+            return
+        consumers = [p for o in ident.outs for p in o.peers]
+        if len(consumers) > 1:
+            return
+        pre = ident.ins[0].peer
+        if consumers and P["keep_identity_before"](consumers[0].node):
+            return
+        if self._near_subgraph(pre.node) or (consumers and self._near_subgraph(consumers[0].node, output=True)):
+            return
+        if self._useful_for_rw_control(ident, pre):
+            return
+        if not consumers:
+            res = "do_nothing"
+            out_t = in_t = None
+        else:
+            out_t = self.output_rw(pre)
+            in_t = self.input_rw(consumers[0])
+            res = self.decide(out_t.value, in_t.value)
+        if res == "do_nothing":
+            reason = {"why": "the identity separates nothing: its producer and consumer do not conflict"}
+            if out_t is not None:
+                reason.update(output_rw=out_t.value, output_rule=out_t.why, input_rw=in_t.value, input_rule=in_t.why)
+            surgery.isolate(ident, [0])
+            self.remove(ident, "remove-no-use-identity", reason, isolated=True)
+
+    def _near_subgraph(self, n: Node, output: bool = False) -> bool:
+        if any(g is not None for g in n.subgraphs):
+            return True
+        if n.graph.parent_node is None:
+            return False
+        return self.p["subgraph_netoutput"](n) if output else self.p["subgraph_data"](n)
+
+    def _useful_for_rw_control(self, ident: Node, pre: OutAnchor) -> bool:
+        if not ident.out_ctrl or sum(1 for a in ident.ins if a.peer is not None) != 1:
+            return False
+        if not ident.has_data_consumers() or not self.p["rw_control_source"](pre.node):
+            return False
+        return any(self.p["rw_control_writer"](s) and any(a.peer is pre for a in s.ins) for s in ident.out_ctrl)
+
+    # ---- rewriting -------------------------------------------------------------------
+    def insert_before(self, dst: InAnchor, reason: dict, named_after: OutAnchor | None = None) -> Node:
+        """Identity before dst; named after (and described by) `named_after`, default dst's producer."""
+        src = dst.peer
+        origin = named_after or src
+        desc = origin.desc if origin is not None else None
+        op = build_op(self.ctx, self.cfg.insert, dst.node.graph, [desc], origin.node if origin else None, {})
+        moved = [p.name for p in dst.node.in_ctrl if not self.hooks.keep_in_ctrl(p)]
+        node = surgery.insert_before(dst, op, keep_ctrl=self.hooks.keep_in_ctrl, inherit=self.hooks.inherit)
+        self._record(node, src, [dst], reason, moved)
+        return node
+
+    def insert_after(self, src: OutAnchor, dst: InAnchor, reason: dict) -> Node:
+        op = build_op(self.ctx, self.cfg.insert, src.node.graph, [src.desc], src.node, {})
+        move = not self.hooks.keep_out_ctrl(src.node)
+        moved = [s.name for s in src.node.out_ctrl] if move else []
+        node = surgery.insert_after(src, [dst], op, move_ctrl=move, inherit=self.hooks.inherit)
+        self._record(node, src, [dst], reason, moved)
+        return node
+
+    def _record(self, node: Node, src: OutAnchor | None, dsts: list[InAnchor], reason: dict, moved: list[str]) -> None:
+        rule = reason.get("kind", "")
+        loc = self.cfg.matrix_locs.get((reason.get("output_rw"), reason.get("input_rw")), self.cfg.insert.loc) \
+            if rule == "matrix" else self.cfg.insert.loc
+        self.ctx.insertions.append(Insertion(
+            name=node.name, type=node.type, graph=node.graph.name, pass_id=self.spec.id,
+            rule=f"rw/{rule}", rule_loc=loc, producer=anchor_ref(src),
+            consumers=tuple(anchor_ref(d) for d in dsts), reason=reason,
+            attrs=self.cfg.insert.attr_reasons(), moved_control=tuple(moved)))
+
+    def remove(self, node: Node, rule: str, reason: dict, isolated: bool = False) -> None:
+        if not isolated:
+            surgery.isolate(node, [0])
+        self.ctx.removals.append(Removal(node.name, node.type, node.graph.name, self.spec.id, f"rw/{rule}", reason))
+        surgery.remove_node(node)
+
+
+def run(ctx, graph: Graph, cfg: RWConfig, spec) -> None:
+    RWPass(ctx, cfg, spec).run()
+
+
+register(Algorithm("rw_conflict", "rw_conflict", load, run,
+                   "GE HandleMemoryRWConflict: read/write typing, decision matrix, Identity insertion"))

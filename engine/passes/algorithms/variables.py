@@ -1,0 +1,74 @@
+"""Algorithm `variable_pass`: GE's variable passes (ge-var-manager.md §9) over one
+run-wide variable session. The passes themselves live in engine/varmgr/passes and
+read the pack's variable policy (`var_policy.file`, e.g. variables.yaml)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.passes.registry import Algorithm, register
+from engine.passes.context import Diagnostic, Insertion, Removal
+from engine.core.errors import Collector, Loc
+from engine.core.graph import Graph
+from engine.pack.model import Pack
+from engine.core.schema import Reader
+
+
+@dataclass(frozen=True)
+class VarPassConfig:
+    policy: Any
+    loc: Loc
+
+
+def load(value: Any, pack: Pack, errors: Collector) -> VarPassConfig | None:
+    from engine.core.errors import InputError
+    from engine.varmgr.policy_load import load_policy
+
+    r = Reader(value, "var_policy", errors, Loc(str(pack.path)))
+    file = r.get("file", str, "variables.yaml")
+    r.done()
+    try:
+        policy = load_policy(Path(pack.path) / str(file))
+    except InputError as exc:
+        errors.problems.extend(exc.problems)
+        return None
+    return VarPassConfig(policy, r.loc)
+
+
+def session_of(ctx, cfg: VarPassConfig):
+    """The run's variable session (one VarManager per run, like one GE session)."""
+    from engine.varmgr.session import VarSession
+
+    if ctx.var_session is None:
+        ctx.var_session = VarSession.open(cfg.policy, options=dict(ctx.options))
+    return ctx.var_session
+
+
+def run(ctx, graph: Graph, cfg: VarPassConfig, spec) -> None:
+    from engine.varmgr.passes import PASS_IDS, run_variable_pass
+
+    kind = spec.config or spec.id
+    if kind not in PASS_IDS:
+        from engine.core.errors import PassFailure
+        raise PassFailure(spec.id, f"unknown variable pass '{kind}' (expected one of {', '.join(PASS_IDS)})")
+    for ch in run_variable_pass(kind, session_of(ctx, cfg), ctx.model, graph):
+        reason = dict(ch.detail)
+        if ch.kind == "inserted":
+            node = next((g.find(ch.node) for g in ctx.model.graph_order if g.find(ch.node) is not None), None)
+            producer = consumers = ""
+            if node is not None:
+                producer = next((f"{a.peer.node.name}:{a.peer.idx}" for a in node.ins if a.peer is not None), "")
+                consumers = tuple(f"{p.node.name}:{p.idx}" for o in node.outs for p in o.peers)
+            ctx.insertions.append(Insertion(ch.node, ch.type, ch.graph, spec.id, ch.rule, cfg.loc,
+                                            producer, tuple(consumers or ()), reason, {}))
+        elif ch.kind == "removed":
+            ctx.removals.append(Removal(ch.node, ch.type, ch.graph, spec.id, ch.rule, reason))
+        else:
+            ctx.diagnostics.append(Diagnostic("VAR_" + ch.kind.upper(), "info",
+                                              f"{ch.node} ({ch.type}) {ch.kind} by {ch.rule}", spec.id,
+                                              {"node": ch.node, "graph": ch.graph, "rule": ch.rule, **reason}))
+
+
+register(Algorithm("variable_pass", "var_policy", load, run,
+                   "GE's variable passes (VariablePrepareOp, VariableOp, VarIsInitializedOp, VariableRefDeleteOp)"))

@@ -1,0 +1,91 @@
+"""Running passes with GE's PassManager semantics.
+
+A `graph`-scope pass runs on the root graph and then on each subgraph of
+`GetAllSubgraphs()` (taken after the root run); a `root`-scope pass runs once on
+the root (it walks all nodes itself). Without `--passes`, the pack's pipeline
+runs in order, each step gated by its DSL `gate` over the options.
+"""
+from __future__ import annotations
+
+import gc
+import time
+
+from engine.passes.registry import ALGORITHMS
+from engine.passes.context import Diagnostic, PassRun, RunContext
+from engine.dsl.compiler import Compiler, Scope
+from engine.core.errors import Collector, InputError, Loc, PassFailure, Problem, did_you_mean
+from engine.core.graph import Model
+from engine.pack.model import Pack, PassSpec
+from engine.dsl.library import bound_functions
+from engine.core.surgery import find_cycle
+
+
+def resolve_passes(pack: Pack, ids: list[str] | None, options: dict[str, str]) -> list[PassSpec]:
+    """The passes to run: the ids given (unknown ones are input errors) or the gated pipeline."""
+    if ids is not None:
+        problems = []
+        for pid in ids:
+            if pid not in pack.passes:
+                problems.append(Problem(Loc("--passes"), f"unknown pass id '{pid}'",
+                                        did_you_mean(pid, pack.passes, "pass ids of this pack")))
+        if problems:
+            raise InputError(problems)
+        return [pack.passes[p] for p in ids]
+    ctx = RunContext(pack, Model(None), options)
+    comp = Compiler(Scope((), {}, pack.class_sets(), bound_functions(ctx)), Collector())
+    out = []
+    for step in pack.pipeline:
+        if step.gate is None or comp.function(step.gate, ())():
+            out.append(pack.passes[step.pass_id])
+    return out
+
+
+def check_graph(ctx: RunContext) -> None:
+    """Reject graphs GE could not have produced: data/control cycles outside loops."""
+    pack = ctx.pack
+    spec = pack.surgery
+    loop_edge = None
+    if spec is not None and spec.loop_back_edge_from is not None:
+        comp = Compiler(Scope(("node",), {}, pack.class_sets(), bound_functions(ctx)), Collector())
+        loop_edge = comp.function(spec.loop_back_edge_from, ("node",))
+    ctx.model.loop_back_source = loop_edge
+    problems = []
+    for g in ctx.model.graph_order:
+        cycle = find_cycle(g, (lambda a, b: loop_edge(a)) if loop_edge else (lambda a, b: False))
+        if cycle:
+            names = ", ".join(n.name for n in cycle[:6]) + (" ..." if len(cycle) > 6 else "")
+            problems.append(Problem(Loc(ctx.model.source), f"graph '{g.name}' has a cycle outside loops through: {names}",
+                                    "only loop back edges (see surgery.loop_back_edge_from) may close a cycle"))
+    if problems:
+        raise InputError(problems)
+
+
+def run_passes(ctx: RunContext, passes: list[PassSpec]) -> None:
+    for spec in passes:
+        algo = ALGORITHMS[spec.algorithm]
+        cfg = ctx.pack.configs[algo.section]
+        ctx.current_pass = spec.id
+        graphs = [ctx.model.root]
+        done_before = len(ctx.insertions), len(ctx.removals)
+        t0 = time.perf_counter()
+        status, message = "ok", ""
+        gc_was = gc.isenabled()
+        gc.disable()        # Note [gc]: passes allocate much and free little; collect once after
+        try:
+            algo.run(ctx, ctx.model.root, cfg, spec)
+            if spec.scope == "graph":
+                graphs += ctx.model.all_subgraphs()
+                for g in graphs[1:]:
+                    algo.run(ctx, g, cfg, spec)
+        except PassFailure as exc:
+            if spec.on_failure == "fail":
+                raise
+            status, message = "warned", str(exc)
+            ctx.diagnostics.append(Diagnostic("PASS_FAILED", "warning", str(exc), spec.id,
+                                              {"node": exc.node} if exc.node else {}))
+        finally:
+            if gc_was:
+                gc.enable()
+        ctx.pass_runs.append(PassRun(spec.id, ctx.model.root.name, time.perf_counter() - t0,
+                                     len(ctx.insertions) - done_before[0], len(ctx.removals) - done_before[1],
+                                     status, message))

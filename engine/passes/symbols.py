@@ -1,0 +1,213 @@
+"""Memory symbols: GE's GraphUtils::GetRefMapping (ge-conflict-rules.md §3).
+
+Anchors that share one buffer are grouped into a symbol. The structure is GE's
+(inputs join their producer, outputs that reference an input or another node
+join that symbol, subgraph Data/NetOutput link to the parent, Merge unions its
+inputs); which nodes and outputs do so is the pack's `symbols:` section.
+
+Symbol names are anchor keys (`<node>_in_<i>` / `<node>_out_<i>`): a symbol is
+named after its first anchor, and a union keeps the larger group's name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.passes.registry import register_section
+from engine.dsl.compiler import Compiler, Scope
+from engine.dsl.ast import Expr
+from engine.core.errors import Collector, Loc
+from engine.core.graph import Graph, Model, Node, OutAnchor
+from engine.pack.model import Pack, Rule
+from engine.pack.loader import load_rules, parse_rule_expr
+from engine.dsl.library import bound_functions
+from engine.core.attrs import node_attr
+from engine.pack.rulelist import check_rules, compile_rules
+from engine.core.schema import Reader
+
+PREDICATES = ("subgraph_data", "subgraph_netoutput", "merge")
+
+
+@dataclass(frozen=True)
+class SymbolsConfig:
+    predicates: dict[str, Expr]
+    ref_from_input: list[Rule]
+    ref_from_other: list[Rule]
+    parent_index_attr: str
+    next_iteration_attr: str
+    loc: Loc
+
+
+def load(value: Any, pack: Pack, errors: Collector) -> SymbolsConfig | None:
+    r = Reader(value, "symbols", errors, Loc(str(pack.path)))
+    preds_r = Reader(r.get("predicates", dict, {}, required=True), "symbols.predicates", errors, r.loc)
+    preds = {}
+    for name in PREDICATES:
+        text = preds_r.get(name, str, None, required=True)
+        e = parse_rule_expr(text, preds_r.value_loc(name), errors) if text is not None else None
+        if e is not None:
+            preds[name] = e
+    preds_r.done()
+    rfi = load_rules(r.get("ref_from_input", list, [], required=True), "symbols.ref_from_input", pack, errors, r.loc)
+    rfo = load_rules(r.get("ref_from_other", list, []), "symbols.ref_from_other", pack, errors, r.loc)
+    pidx = str(r.get("parent_index_attr", str, "_parent_node_index"))
+    nxt = str(r.get("next_iteration_attr", str, "_next_iteration"))
+    r.done()
+    comp = Compiler(pack.scope(("node", "anchor")), errors)
+    check_rules(comp, rfi + rfo, ("node", "anchor"))
+    pc = Compiler(pack.scope(("node",)), errors)
+    for e in preds.values():
+        pc.check(e)
+    if errors:
+        return None
+    return SymbolsConfig(preds, rfi, rfo, pidx, nxt, r.loc)
+
+
+register_section("symbols", load)
+
+
+class SymbolTable:
+    """anchor → symbol name, symbol name → ordered anchors."""
+
+    def __init__(self):
+        self.of: dict[Any, str] = {}
+        self.anchors: dict[str, list] = {}
+
+    def new(self, a) -> str:
+        name = a.key
+        while name in self.anchors:        # duplicate node names across subgraphs
+            name += "'"
+        self.anchors[name] = [a]
+        self.of[a] = name
+        return name
+
+    def add(self, a, sym: str) -> None:
+        self.anchors[sym].append(a)
+        self.of[a] = sym
+
+    def union(self, s1: str, s2: str) -> str:
+        """GE UnionSymbolMapping: the smaller list (ties: s1's) joins the larger."""
+        if s1 == s2:
+            return s1
+        l1, l2 = self.anchors[s1], self.anchors[s2]
+        small, big = (s1, s2) if len(l1) <= len(l2) else (s2, s1)
+        for a in self.anchors[small]:
+            self.of[a] = big
+        self.anchors[big].extend(self.anchors.pop(small))
+        return big
+
+    def names(self) -> list[str]:
+        return sorted(self.anchors)
+
+    def to_json(self) -> dict:
+        return {name: [a.key for a in self.anchors[name]] for name in self.names()}
+
+
+class SymbolBuilder:
+    """Builds the symbol table of a graph (and its nested subgraphs) per the pack."""
+
+    def __init__(self, ctx, cfg: SymbolsConfig):
+        self.cfg = cfg
+        comp = Compiler(Scope(("node", "anchor"), {}, ctx.pack.class_sets(), bound_functions(ctx)), Collector())
+        self.f_rfi = compile_rules(comp, cfg.ref_from_input, ("node", "anchor"))
+        self.f_rfo = compile_rules(comp, cfg.ref_from_other, ("node", "anchor"))
+        self.p = {k: comp.function(e, ("node",)) for k, e in cfg.predicates.items()}
+        self._rfi: dict = {}
+
+    def ref_from_input(self, out: OutAnchor) -> int | None:
+        """GE IsRefFromInput: the input index this output aliases, or None (memoised:
+        an output's alias does not change when nodes are inserted around it)."""
+        if out in self._rfi:
+            return self._rfi[out]
+        k, _ = self.f_rfi(out.node, out)
+        k = k if isinstance(k, int) and not isinstance(k, bool) else None
+        self._rfi[out] = k
+        return k
+
+    def ref_from_other(self, out: OutAnchor) -> OutAnchor | None:
+        a, _ = self.f_rfo(out.node, out)
+        return a if isinstance(a, OutAnchor) else None
+
+    def build(self, model: Model, graph: Graph) -> SymbolTable:
+        t = SymbolTable()
+        for node in model.all_nodes(graph):
+            self._inputs(t, node, graph)
+            self._outputs(t, node)
+        return t
+
+    def _sym_of_out(self, t: SymbolTable, o: OutAnchor) -> str:
+        s = t.of.get(o)
+        return s if s is not None else t.new(o)
+
+    def _inputs(self, t: SymbolTable, node: Node, graph: Graph) -> None:
+        pidx = self.cfg.parent_index_attr
+        parent = node.graph.parent_node
+        if node.graph is not graph and parent is not None:
+            if self.p["subgraph_netoutput"](node):
+                for a in node.ins:
+                    d = a.desc
+                    if d is None or pidx not in d.attr or a.peer is None:
+                        continue
+                    p = d.attr[pidx].i
+                    if not 0 <= p < len(parent.outs):
+                        continue
+                    sym = t.union(self._sym_of_out(t, a.peer), self._sym_of_out(t, parent.outs[p]))
+                    t.add(a, sym)
+                return
+            if self.p["subgraph_data"](node):
+                p = node_attr(node, pidx)
+                if isinstance(p, int) and 0 <= p < len(parent.ins) and parent.ins[p].peer is not None and node.ins:
+                    t.add(node.ins[0], self._sym_of_out(t, parent.ins[p].peer))
+                return
+        if self.p["merge"](node):
+            sources = []
+            for a in node.ins:
+                if a.peer is not None:
+                    sources.append(a.peer)
+                else:
+                    nxt = node_attr(node, self.cfg.next_iteration_attr)
+                    src = node.graph.find(nxt) if isinstance(nxt, str) else None
+                    if src is not None and src.outs:
+                        sources.append(src.outs[0])
+            syms = [self._sym_of_out(t, o) for o in sources]
+            if not syms:
+                for a in node.ins:
+                    t.new(a)
+                return
+            big = max(syms, key=lambda s: len(t.anchors[s]))   # first of the largest
+            for s in syms:
+                big = t.union(s, big) if s in t.anchors and s != big else big
+            for a in node.ins:
+                t.add(a, big)
+            return
+        for a in node.ins:
+            if a.peer is not None:
+                t.add(a, self._sym_of_out(t, a.peer))
+            else:
+                t.new(a)
+
+    def _outputs(self, t: SymbolTable, node: Node) -> None:
+        for o in node.outs:
+            if o in t.of:
+                continue
+            other = self.ref_from_other(o)
+            if other is not None:
+                t.add(o, self._sym_of_out(t, other))
+            k = self.ref_from_input(o)
+            if k is not None and 0 <= k < len(node.ins) and node.ins[k] in t.of:
+                src = t.of[node.ins[k]]
+                if o in t.of:
+                    t.union(t.of[o], src)
+                else:
+                    t.add(o, src)
+            if o not in t.of:
+                t.new(o)
+
+
+def symbol_builder(ctx) -> SymbolBuilder:
+    cfg = ctx.pack.configs.get("symbols")
+    if cfg is None:
+        from engine.core.errors import InputError, Problem
+        raise InputError(Problem(Loc(str(ctx.pack.path)), "the pack has no `symbols:` section",
+                                 "symbols are needed by the layout and in-place passes"))
+    return SymbolBuilder(ctx, cfg)

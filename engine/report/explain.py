@@ -1,0 +1,389 @@
+"""Explanations of inserted nodes: the decision path in plain words.
+
+`explain(record, evidence)` turns one insertion record (Insertion.to_json()) into
+steps — a sentence, the rule that decided it (id, file:line) and the facts behind
+it. Known `reason` keys become sentences (SENTENCES); every key stays visible as a
+raw fact in the report, so a new pass renders without changes here. `Evidence`
+adds facts read from the final graph and the pack: the attributes, op classes and
+options a cited rule tests. `render_card` prints a card for the terminal.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import fields, is_dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from engine.dsl.ast import Call, Const, Field, IsClass, Var, walk
+from engine.pack.model import Rule
+from engine.core.attrs import attr_value, node_attr
+
+CITE = re.compile(r"^(?P<id>\S+) \((?P<loc>[^()\s]+:\d+(?::\d+)?)\)$")
+CITES = re.compile(r"(?P<id>[\w./-]+) \((?P<loc>[^()\s]+:\d+(?::\d+)?)\)")
+LOC = re.compile(r"^[^\s()]+:\d+(?::\d+)?$")
+MAX_LISTED = 8
+
+
+def split_cite(value: Any) -> tuple[str, str] | None:
+    """"rw/out/const (rules/ge/rw.yaml:47)" → ("rw/out/const", "rules/ge/rw.yaml:47")."""
+    m = CITE.match(value) if isinstance(value, str) else None
+    return (m["id"], m["loc"]) if m else None
+
+
+def show(value: Any) -> str:
+    """A fact value as the DSL writes it."""
+    if value is None:
+        return "absent"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        items = [show(v) for v in value[:MAX_LISTED]]
+        return "[" + ", ".join(items) + (", …" if len(value) > MAX_LISTED else "") + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {show(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def step(text: str, rule: str = "", loc: str = "", facts: list | None = None) -> dict:
+    return {"text": text, "rule": rule, "loc": loc, "facts": facts or []}
+
+
+# ---- facts from the graph and the pack ----------------------------------------------
+class Evidence:
+    """What a cited rule looked at, read back from the final graph (None: no graph)."""
+
+    def __init__(self, ctx=None):
+        self.ctx = ctx
+        self.rules: dict[str, Rule] = {}
+        self.probes: dict[str, list] = {}       # rule loc → the sub-expressions worth reading back
+        if ctx is not None:
+            for rule in _pack_rules(ctx.pack):
+                self.rules[f"{rule.loc.file}:{rule.loc.line}"] = rule
+
+    def rule_id(self, loc: str) -> str:
+        rule = self.rules.get(loc)
+        return rule.id if rule is not None else ""
+
+    def facts(self, graph: str, ref: str, is_input: bool, loc: str) -> list[list[str]]:
+        rule = self.rules.get(loc)
+        if rule is None or self.ctx is None:
+            return []
+        name, _, idx = ref.rpartition(":")
+        g = self.ctx.model.graphs.get(graph)
+        node = g.find(name) if g is not None else None
+        if node is None or not idx.isdigit():
+            return []
+        anchors = node.ins if is_input else node.outs
+        anchor = anchors[int(idx)] if int(idx) < len(anchors) else None
+        if loc not in self.probes:
+            self.probes[loc] = [e for e in (*walk(rule.when), *walk(rule.value))
+                                if isinstance(e, (IsClass, Field, Call))]
+        out: list[list[str]] = []
+        for e in self.probes[loc]:
+            fact = self._fact(e, node, anchor)
+            if fact is not None and fact not in out:
+                out.append(fact)
+        return out
+
+    def _fact(self, e, node, anchor) -> list[str] | None:
+        if isinstance(e, IsClass) and _is_var(e.subject, "node"):
+            cls = self.ctx.pack.classes.get(e.cls)
+            if cls is None:
+                return None
+            member = node.type in cls.types
+            return [f"op class {e.cls}", f"{node.type} {'is' if member else 'is not'} in {e.cls} "
+                                         f"({cls.loc.file}:{cls.loc.line})"]
+        if isinstance(e, Field) and e.name == "type" and _is_var(e.obj, "node"):
+            return ["type", node.type]
+        if not isinstance(e, Call) or not e.args:
+            return None
+        key = e.args[-1].value if isinstance(e.args[-1], Const) and isinstance(e.args[-1].value, str) else None
+        if key is None:
+            return None
+        if e.fn in ("attr", "has_attr", "attr_true") and _is_var(e.args[0], "node"):
+            return [key, show(node_attr(node, key))]
+        if e.fn == "desc_attr" and _is_var(e.args[0], "anchor") and anchor is not None:
+            d = anchor.desc
+            return [f"tensor attr {key}", show(attr_value(d.attr[key]) if d is not None and key in d.attr else None)]
+        if e.fn in ("option", "option_true"):
+            return [f"option {key}", show(self.ctx.options.get(key, "unset"))]
+        return None
+
+
+def _is_var(e, name: str) -> bool:
+    return isinstance(e, Var) and e.name == name
+
+
+def _pack_rules(pack) -> list[Rule]:
+    """Every first-match rule of every loaded algorithm section, wherever it is kept."""
+    out = []
+    for cfg in pack.configs.values():
+        if not is_dataclass(cfg):
+            continue
+        for f in fields(cfg):
+            value = getattr(cfg, f.name)
+            if isinstance(value, (list, tuple)):
+                out += [r for r in value if isinstance(r, Rule)]
+    return out
+
+
+# ---- sentences for known reason keys ------------------------------------------------
+class _Reader:
+    """The record being explained, and which reason keys have been told."""
+
+    def __init__(self, record: dict, evidence: Evidence):
+        self.r = record
+        self.reason = record.get("reason") or {}
+        self.ev = evidence
+        self.used: set[str] = set()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key in self.reason:
+            self.used.add(key)
+            return self.reason[key]
+        return default
+
+    def has(self, *keys: str) -> bool:
+        return all(k in self.reason for k in keys)
+
+    @property
+    def producer(self) -> str:
+        return self.r.get("producer") or "the producer"
+
+    @property
+    def consumers(self) -> str:
+        cs = self.r.get("consumers") or []
+        return ", ".join(cs) if cs else "the consumer"
+
+    def typed(self, subject: str, rw: str, why: Any, is_input: bool) -> dict:
+        """"X is T", cited by the rule that typed it (or the walk's own words)."""
+        cite = split_cite(why)
+        if cite is None:
+            return step(f"{subject} is {rw}" + (f": {why}" if why else ""))
+        ref = subject.split(", ")[0]
+        facts = self.ev.facts(self.r.get("graph", ""), ref, is_input, cite[1])
+        return step(f"{subject} is {rw}", cite[0], cite[1], facts)
+
+
+def _why(x: _Reader) -> list[dict]:
+    return [step(str(x.get("why")))] if x.has("why") else []
+
+
+def _output(x: _Reader) -> list[dict]:
+    if not x.has("output_rw"):
+        return []
+    return [x.typed(x.producer, x.get("output_rw"), x.get("output_rule", ""), False)]
+
+
+def _identity(x: _Reader) -> list[dict]:
+    if not x.has("identity"):
+        return []
+    return [step(f"the identity {x.get('identity')} was shared; {x.consumers} reads through it")]
+
+
+def _input(x: _Reader) -> list[dict]:
+    if not x.has("input_rw"):
+        return []
+    return [x.typed(x.consumers, x.get("input_rw"), x.get("input_rule", ""), True)]
+
+
+def _cell(x: _Reader) -> list[dict]:
+    if not x.has("decision"):
+        return []
+    cell = x.get("cell", "the decision")
+    return [step(f"{cell} = {x.get('decision')}", "", str(x.get("cell_loc", "") or ""))]
+
+
+def _parent(x: _Reader) -> list[dict]:
+    if not x.has("parent"):
+        return []
+    out = x.get("parent_output")
+    return [step(f"the subgraph output feeds {'output ' + str(out) + ' of ' if out is not None else ''}"
+                 f"the parent node {x.get('parent')}")]
+
+
+def _symbol(x: _Reader) -> list[dict]:
+    if not x.has("symbol"):
+        return []
+    anchors = x.get("symbol_anchors") or x.get("anchors") or []
+    listed = ", ".join(_anchor_text(a) for a in anchors[:MAX_LISTED]) + (", …" if len(anchors) > MAX_LISTED else "")
+    return [step(f"{len(anchors)} anchor(s) share memory symbol {x.get('symbol')}" + (f": {listed}" if listed else ""))]
+
+
+def _anchor_text(a: Any) -> str:
+    if isinstance(a, dict):
+        name = a.get("anchor") or a.get("name") or "?"
+        rest = {k: v for k, v in a.items() if k not in ("anchor", "name")}
+        return f"{name} ({show(rest)[1:-1]})" if rest else str(name)
+    return str(a)
+
+
+def _marked(x: _Reader) -> list[dict]:
+    out = []
+    for side in ("a", "b"):
+        if x.has(side):
+            marks = x.get(f"{side}_marks")
+            out.append(step(f"{x.get(side)} is marked {show(marks)[1:-1] if isinstance(marks, list) else show(marks)}"
+                            if marks is not None else f"{x.get(side)} is one side of the conflicting pair"))
+    return out
+
+
+def _pair(x: _Reader) -> list[dict]:
+    if not x.has("pair"):
+        return []
+    kind = x.get("pair_rule")
+    return [step(f"the marks {show(x.get('pair'))} conflict" + (f" ({kind})" if kind else ""), "",
+                 str(x.get("pair_loc", "") or ""))]
+
+
+def _checker(x: _Reader) -> list[dict]:
+    if not x.has("checker"):
+        return []
+    text = f"checker {x.get('checker')} picked this anchor to isolate"
+    if x.has("verdict"):
+        text += f"; verdict: {show(x.get('verdict'))}"
+    if x.has("side"):
+        text += f"; isolated side: {show(x.get('side'))}"
+    return [step(text, str(x.reason["checker"]), str(x.get("checker_loc", "") or ""))]
+
+
+def _cited(x: _Reader) -> list[dict]:
+    """Any other reason value written as a rule citation: "id (file:line)"."""
+    out = []
+    for key, value in x.reason.items():
+        cite = split_cite(value)
+        if key not in x.used and cite is not None:
+            x.used.add(key)
+            out.append(step(f"{key.replace('_', ' ')}: {cite[0]}", cite[0], cite[1]))
+    return out
+
+
+# Order matters: the steps read as the decision path, producer before consumer.
+SENTENCES: tuple[Callable[[_Reader], list[dict]], ...] = (
+    _why, _symbol, _marked, _pair, _checker, _output, _identity, _input, _parent, _cell, _cited)
+
+
+def explain(record: dict, evidence: Evidence | None = None) -> list[dict]:
+    x = _Reader(record, evidence or Evidence())
+    steps: list[dict] = []
+    for sentence in SENTENCES:
+        steps += sentence(x)
+    return steps
+
+
+# ---- rule text ------------------------------------------------------------------------
+class RuleTexts:
+    """The source text at a cited location: a YAML list item with its body, or one line."""
+
+    def __init__(self, pack_dir: Path | None = None):
+        self.pack_dir = pack_dir
+        self.files: dict[str, list[str] | None] = {}
+
+    def get(self, loc: str, rule_id: str = "") -> dict | None:
+        if not LOC.match(loc):
+            return None
+        parts = loc.split(":")
+        line, col = int(parts[1]), int(parts[2]) if len(parts) > 2 else 0
+        lines = self._lines(parts[0])
+        if lines is None or not 0 < line <= len(lines):
+            return None
+        first = lines[line - 1]
+        indent = _indent(first)
+        if first.lstrip().startswith("- "):               # a list item and its body
+            block = [first] + _body(lines, line, lambda n: n > indent)
+        elif col - 1 == indent:                            # a block mapping: its key and entries
+            block = [first] + _body(lines, line, lambda n: n >= indent)
+            if line >= 2 and lines[line - 2].rstrip().endswith(":") and _indent(lines[line - 2]) < indent:
+                block.insert(0, lines[line - 2])
+        else:
+            block = [first]
+        base = min(_indent(s) for s in block if s.strip())
+        text = "\n".join(s[base:] for s in block)
+        out = {"id": rule_id, "text": text}
+        if col - 1 > indent and len(block) == 1:           # a value inside a line: mark it
+            start = col - 1 - base
+            end = start + len(re.match(r"[^,}\]]*", text[start:]).group(0).rstrip())
+            out["mark"] = [start, end]
+        return out
+
+    def _lines(self, file: str) -> list[str] | None:
+        if file not in self.files:
+            path = Path(file)
+            if not path.is_file() and self.pack_dir is not None:
+                path = self.pack_dir / Path(file).name
+            try:
+                self.files[file] = path.read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError):
+                self.files[file] = None
+        return self.files[file]
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _body(lines: list[str], line: int, deeper: Callable[[int], bool], cap: int = 24) -> list[str]:
+    out = []
+    for nxt in lines[line:line + cap]:
+        if nxt.strip() and not deeper(_indent(nxt)):
+            break
+        out.append(nxt)
+    while out and not out[-1].strip():
+        out.pop()
+    return out
+
+
+# ---- terminal ---------------------------------------------------------------------------
+def render_card(card: dict, rules: dict) -> str:
+    """One insertion as text: what, where, which rule, why (with facts), edges before/after."""
+    lines = [f"{card['name']}: {card['type']} inserted by {card['pass']}"]
+    path = " > ".join(p.get("via", "") + (" / " if p.get("via") else "") + p["graph"] for p in card.get("path", []))
+    lines.append(f"  where  {_chain(card)}")
+    lines.append(f"  graph  {path or card['graph']}")
+    lines.append(f"  rule   {card['rule']}" + (f"  ({card['rule_loc']})" if card.get("rule_loc") else ""))
+    lines += _rule_text(rules.get(card.get("rule_loc") or ""), "           ")
+    lines.append("  why")
+    for k, s in enumerate(card.get("explanation", []), 1):
+        cite = ", ".join(x for x in (("rule " + s["rule"]) if s["rule"] else "", s["loc"]) if x)
+        lines.append(f"    {k}. {s['text']}" + (f"  ({cite})" if cite else ""))
+        if s["loc"] != card.get("rule_loc"):
+            lines += _rule_text(rules.get(s["loc"]), "         ")
+        for label, value in s["facts"]:
+            lines.append(f"         · {label}: {value}")
+    attrs = card.get("attrs") or {}
+    values = card.get("attr_values") or {}
+    lines.append("  attributes set" + ("" if attrs else ": none"))
+    for key, why in attrs.items():
+        lines.append(f"    {key} = {show(values.get(key))}  ({why})")
+    moved = card.get("moved_control") or []
+    lines.append("  control edges moved onto it: " + (", ".join(moved) if moved else "none"))
+    hood = card.get("neighbourhood")
+    if hood:
+        from engine.report.neighbourhood import undo
+        lines.append("  before  " + _edges_text(hood, undo(hood, moved)))
+        lines.append("  after   " + _edges_text(hood, hood["edges"]))
+    lines.append("  reason  " + "; ".join(f"{k}={show(v)}" for k, v in (card.get("reason") or {}).items()))
+    return "\n".join(lines)
+
+
+def _chain(card: dict) -> str:
+    ins = card.get("producer") or "(no producer)"
+    outs = ", ".join(card.get("consumers") or []) or "(no consumer)"
+    return f"{ins} -> [{card['type']} {card['name']}] -> {outs}"
+
+
+def _rule_text(entry: dict | None, indent: str) -> list[str]:
+    if not entry:
+        return []
+    return [indent + "| " + line for line in entry["text"].splitlines()]
+
+
+def _edges_text(hood: dict, edges: list) -> str:
+    names = [n[0] for n in hood["nodes"]]
+    parts = []
+    for s, o, d, i in edges:
+        if o < 0:
+            parts.append(f"{names[s]} ..> {names[d]}")
+        else:
+            parts.append(f"{names[s]}:{o} -> {names[d]}:{i}")
+    return "; ".join(parts) if parts else "(no edges)"

@@ -1,0 +1,151 @@
+"""HTML report: one self-contained page rendered from the report model.
+
+`page_view` turns the model into a view (sections normalised per kind, drawings
+laid out, pass times added) and reports/report.html.j2 only loops and prints it,
+with autoescape on. The inserted-node cards are rendered in the browser from one
+embedded JSON block (reports/report.js, DOM text only), a page at a time, so the
+file grows linearly and the page stays responsive at 10^4 insertions.
+
+Note [embedded JSON]: inside <script type="application/json"> the HTML parser
+ends the element at "</script" and changes state at "<!--"; writing every "<",
+">" and "&" as a JSON \\u escape makes both impossible while JSON.parse still
+reads the same strings. A Content-Security-Policy admits only the page's own
+script (by hash), no network and no inline handlers.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from engine.report.neighbourhood import layout, undo
+from engine.core.resources import data_dir
+
+KINDS = ("stats", "facts", "table", "counts", "cards", "rules")
+CARD_KEYS = ("name", "type", "graph", "pass", "rule", "rule_loc", "producer", "consumers", "reason", "attrs",
+             "attr_values", "moved_control", "path", "explanation", "neighbourhood")   # what report.js prints
+
+
+def _env() -> Environment:
+    return Environment(loader=FileSystemLoader(str(data_dir("reports"))), autoescape=select_autoescape(["html", "j2"]),
+                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+
+
+def _asset(name: str) -> str:
+    return (data_dir("reports") / name).read_text(encoding="utf-8")
+
+
+def embed_json(value) -> Markup:
+    """JSON safe inside a <script> element (Note [embedded JSON])."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(ch, esc)
+    return Markup(text)
+
+
+def script_hash(script: str) -> str:
+    return "sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
+
+
+# ---- view model ---------------------------------------------------------------------
+def _part(cell) -> dict:
+    if isinstance(cell, dict):
+        f = cell.get("filter") or ["", ""]
+        return {"text": str(cell.get("text", "")), "href": cell.get("href", ""), "id": cell.get("id", ""),
+                "badge": cell.get("badge", ""), "fkey": f[0], "fvalue": f[1], "note": bool(cell.get("note"))}
+    return {"text": "" if cell is None else str(cell), "href": "", "id": "", "badge": "", "fkey": "", "fvalue": "",
+            "note": False}
+
+
+def _table(data: dict) -> dict:
+    numeric = set(data.get("numeric", ()))
+    rows = [[{"parts": [_part(p) for p in (cell if isinstance(cell, list) else [cell])], "num": i in numeric}
+             for i, cell in enumerate(row)] for row in data.get("rows", [])]
+    return {"columns": [{"text": c, "num": i in numeric} for i, c in enumerate(data.get("columns", []))],
+            "rows": rows}
+
+
+def _counts(data: dict) -> dict:
+    groups = []
+    for g in data.get("groups", []):
+        top = max((n for _, n in g["counts"]), default=0) or 1
+        groups.append({"key": g["key"], "title": g["title"],
+                       "counts": [{"value": v, "n": n, "pct": round(100 * n / top, 1)} for v, n in g["counts"]]})
+    return {"groups": groups}
+
+
+def _rules(report: dict, key: str) -> dict:
+    cited: dict[str, int] = {}
+    for rec in report["insertions"]:
+        for loc in {rec["rule_loc"], *(s["loc"] for s in rec["explanation"])}:
+            cited[loc] = cited.get(loc, 0) + 1
+    for d in report["diagnostics"]:
+        for c in d.get("cites", []):
+            cited[c["loc"]] = cited.get(c["loc"], 0) + 1
+    items = []
+    for loc, r in report.get(key, {}).items():
+        a, b = r.get("mark") or (len(r["text"]), len(r["text"]))
+        items.append({"anchor": "rule-" + loc, "loc": loc, "id": r.get("id", ""), "cited": cited.get(loc, 0),
+                      "before": r["text"][:a], "mark": r["text"][a:b], "after": r["text"][b:]})
+    return {"entries": items}
+
+
+def _with_times(section: dict, seconds: list[float]) -> dict:
+    """Pass times are not in the model (it is byte-identical across runs); the page shows them."""
+    data = dict(section["data"])
+    data["columns"] = list(data["columns"]) + ["time"]
+    data["numeric"] = list(data.get("numeric", [])) + [len(data["columns"]) - 1]
+    data["rows"] = [list(r) + [f"{seconds[k]:.3f} s" if k < len(seconds) else ""] for k, r in enumerate(data["rows"])]
+    return {**section, "data": data}
+
+
+def _section(section: dict, report: dict) -> dict:
+    kind, data = section["kind"], section.get("data") or {}
+    view = {"id": "sec-" + str(section["id"]), "title": section["title"], "kind": kind if kind in KINDS else "json"}
+    if kind == "table":
+        view["data"] = _table(data)
+    elif kind == "counts":
+        view["data"] = _counts(data)
+    elif kind == "cards":
+        view["data"] = {"total": len(report.get(data.get("items", "insertions"), [])),
+                        "filters": [{"key": f["key"], "label": f["label"], "options": f["options"]}
+                                    for f in data.get("filters", [])]}
+    elif kind == "rules":
+        view["data"] = _rules(report, data.get("items", "rules"))
+    elif kind in KINDS:
+        view["data"] = data
+    else:
+        view["data"] = {"text": json.dumps(data, indent=2, ensure_ascii=False)}
+    return view
+
+
+def card_drawings(rec: dict) -> dict:
+    hood = rec["neighbourhood"]
+    before = undo(hood, rec.get("moved_control") or [])
+    count = len(hood["nodes"])
+    return {"after": layout(count, hood["edges"]),                 # edges: rec["neighbourhood"]["edges"]
+            "before": {**layout(count, before, skip=0), "edges": before}}
+
+
+def page_view(report: dict, seconds: list[float] | None = None) -> dict:
+    sections = []
+    for s in report.get("sections", []):
+        if s["id"] == "passes" and seconds is not None:
+            s = _with_times(s, seconds)
+        sections.append(_section(s, report))
+    cards = [{**{k: rec[k] for k in CARD_KEYS if k in rec}, "draw": card_drawings(rec)} for rec in report["insertions"]]
+    script = _asset("report.js")
+    return {
+        "report": report, "sections": sections, "style": Markup(_asset("report.css")), "script": Markup(script),
+        "csp": f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src '{script_hash(script)}'; "
+               "base-uri 'none'; form-action 'none'",
+        "data": embed_json({"insertions": cards, "rules": report.get("rules", {})}),
+    }
+
+
+def render_html(report: dict, ctx=None) -> str:
+    seconds = [r.seconds for r in ctx.pass_runs] if ctx is not None else None
+    return _env().get_template("report.html.j2").render(**page_view(report, seconds))

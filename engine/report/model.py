@@ -1,0 +1,255 @@
+"""The report model of one run: built once, rendered as JSON (`report_json`), HTML
+(engine/html.py) and text (engine/report_text.py, engine/explain.py).
+
+The model is plain JSON data with a stable order and no timings, so a report is
+byte-identical across runs. Every insertion record is kept as the pass wrote it
+and completed with its graph path, its explanation steps and its neighbourhood;
+rule texts are stored once, keyed by the location that cites them. `sections`
+lays out the page: each is {id, title, kind, data}, rendered by kind, so a new
+feature (variable plans, rule-set diffs) adds a section rather than a page.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+from collections import Counter
+
+from engine import __version__
+from engine.passes.context import RunContext
+from engine.report.explain import CITES, Evidence, RuleTexts, explain, show, step
+from engine.report.neighbourhood import capture, record_only
+
+REPORT_SCHEMA = 2
+
+
+def graph_stats(model) -> dict:
+    nodes = model.node_count()
+    data_edges = sum(len(o.peers) for g in model.graph_order for n in g.nodes() for o in n.outs)
+    ctrl_edges = sum(len(n.out_ctrl) for g in model.graph_order for n in g.nodes())
+    return {"graphs": len(model.graph_order), "subgraphs": len(model.graph_order) - 1, "nodes": nodes,
+            "data_edges": data_edges, "control_edges": ctrl_edges}
+
+
+def graph_path(model, graph_name: str) -> list[dict]:
+    """Root first: [{"graph": root}, {"via": parent node, "graph": subgraph}, ...]."""
+    g = model.graphs.get(graph_name)
+    if g is None:
+        return [{"graph": graph_name}]
+    out = []
+    while g is not None:
+        out.append({"via": g.parent_node.name, "graph": g.name} if g.parent_node is not None else {"graph": g.name})
+        g = g.parent_graph
+    return out[::-1]
+
+
+def _insertion(ctx: RunContext, ins, evidence: Evidence, removed: dict) -> dict:
+    rec = ins.to_json()
+    g = ctx.model.graphs.get(ins.graph)
+    node = g.find(ins.name) if g is not None else None
+    rec["path"] = graph_path(ctx.model, ins.graph)
+    rec["attr_values"] = {k: show(_attr(node, k)) for k in ins.attrs} if node is not None else {}
+    rec["explanation"] = explain(rec, evidence)
+    gone = removed.get((ins.graph, ins.name))
+    if gone is not None and node is None:
+        rec["removed_by"] = {"pass": gone.pass_id, "rule": gone.rule}
+        rec["explanation"].append(step(f"a later pass, {gone.pass_id}, removed it again (rule {gone.rule})",
+                                       gone.rule))
+    rec["neighbourhood"] = capture(node) if node is not None else \
+        record_only(ins.producer, list(ins.consumers), ins.name, ins.type, g)
+    return rec
+
+
+def _removals(ctx: RunContext) -> dict:
+    return {(r.graph, r.name): r for r in ctx.removals}
+
+
+def _attr(node, key):
+    from engine.core.attrs import node_attr
+    return node_attr(node, key)
+
+
+def explain_insertion(ctx: RunContext, ins) -> tuple[dict, dict]:
+    """One insertion's card and the rule texts it cites (`memconflict explain`)."""
+    evidence = Evidence(ctx)
+    rec = _insertion(ctx, ins, evidence, _removals(ctx))
+    return rec, _rule_table(ctx, [rec], [], evidence)
+
+
+def not_inserted(ctx: RunContext, name: str) -> tuple[str, str]:
+    """(message, hint) for `explain` asked about a node the passes did not insert."""
+    names = sorted({i.name for i in ctx.insertions})
+    passes = ", ".join(r.pass_id for r in ctx.pass_runs) or "none"
+    message = f"'{name}' was not inserted by the passes run ({passes})"
+    removed = [r for r in ctx.removals if r.name == name]
+    if removed:
+        message += f"; it was removed by {removed[0].pass_id} (rule {removed[0].rule})"
+    elif any(g.find(name) is not None for g in ctx.model.graph_order):
+        message += "; it is a node of the input graph"
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+    close = sorted(close + [n for n in names if name.lower() in n.lower() and n not in close][:3 - len(close)])
+    if close:
+        return message, "did you mean " + ", ".join(f"'{n}'" for n in close) + "?"
+    if names:
+        listed = ", ".join(f"'{n}'" for n in names[:5])
+        return message, f"inserted nodes: {listed}" + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return message, "these passes inserted no node; try other --passes or --option values"
+
+
+def _rule_table(ctx: RunContext, insertions: list[dict], diagnostics: list[dict], evidence: Evidence) -> dict:
+    """Source text of every cited location: the cards' rules and steps, the diagnostics' rules."""
+    texts = RuleTexts(ctx.pack.path)
+    locs = set()
+    for rec in insertions:
+        if rec["rule_loc"]:
+            locs.add(rec["rule_loc"])
+        locs.update(s["loc"] for s in rec["explanation"] if s["loc"])
+    for d in diagnostics:
+        locs.update(loc for _, loc in _cited_rules(d, ctx))
+    table = {}
+    for loc in sorted(locs):
+        entry = texts.get(loc, evidence.rule_id(loc))
+        if entry is not None:
+            table[loc] = entry
+    return table
+
+
+def _cited_rules(d: dict, ctx: RunContext) -> list[tuple[str, str]]:
+    """(rule id, file:line) a diagnostic names: "id (file:line)" in its text, or known rule ids in its details."""
+    out: list[tuple[str, str]] = []
+    values = [d.get("message", "")]
+    for key, v in d.items():
+        if key not in ("code", "severity", "message", "pass", "cites"):
+            values += v if isinstance(v, list) else [v]
+    for v in values:
+        if not isinstance(v, str):
+            continue
+        found = [(m["id"], m["loc"]) for m in CITES.finditer(v)]
+        loc = ctx.pack.rule_ids.get(v)
+        if loc is not None:
+            found.append((v, f"{loc.file}:{loc.line}"))
+        out += [c for c in found if c not in out]
+    return out
+
+
+def _counts(items: list[dict], key: str) -> dict:
+    return dict(sorted(Counter(i[key] for i in items).items()))
+
+
+def build_report(ctx: RunContext, input_file: str, before: dict) -> dict:
+    evidence = Evidence(ctx)
+    removed = _removals(ctx)
+    ins = [_insertion(ctx, i, evidence, removed) for i in ctx.insertions]
+    diagnostics = [d.to_json() for d in ctx.diagnostics]
+    for d in diagnostics:
+        d["cites"] = [{"rule": rid, "loc": loc} for rid, loc in _cited_rules(d, ctx)]
+    report = {
+        "memconflict": __version__,
+        "report_schema": REPORT_SCHEMA,
+        "input": input_file,
+        "pack": {"name": ctx.pack.name, "version": ctx.pack.version, "schema_version": ctx.pack.schema_version},
+        "options": dict(sorted(ctx.options.items())),
+        "passes": [{"id": r.pass_id, "status": r.status, "inserted": r.inserted, "removed": r.removed,
+                    **({"message": r.message} if r.message else {})} for r in ctx.pass_runs],
+        "graph_before": before,
+        "graph_after": graph_stats(ctx.model),
+        "summary": {
+            "inserted": len(ins),
+            "removed": len(ctx.removals),
+            "by_pass": _counts(ins, "pass"),
+            "by_rule": _counts(ins, "rule"),
+            "by_type": _counts(ins, "type"),
+            "by_graph": _counts(ins, "graph"),
+            "diagnostics": len(diagnostics),
+            "by_code": _counts(diagnostics, "code"),
+        },
+        "insertions": ins,
+        "removals": [r.to_json() for r in ctx.removals],
+        "diagnostics": diagnostics,
+        "rules": _rule_table(ctx, ins, diagnostics, evidence),
+    }
+    report["sections"] = default_sections(report)
+    return report
+
+
+# ---- sections ---------------------------------------------------------------------------
+FILTERS = (("pass", "by_pass", "Insertions by pass"), ("rule", "by_rule", "Insertions by rule"),
+           ("type", "by_type", "Insertions by inserted type"), ("graph", "by_graph", "Insertions by graph"))
+
+
+def default_sections(report: dict) -> list[dict]:
+    """The page, top to bottom. Kinds: stats, facts, table, counts, cards (see engine/html.py)."""
+    b, a, s = report["graph_before"], report["graph_after"], report["summary"]
+    sections = [
+        {"id": "summary", "title": "Summary", "kind": "stats", "data": {"tiles": [
+            {"label": "nodes", "value": a["nodes"], "note": f"{b['nodes']} before"},
+            {"label": "data edges", "value": a["data_edges"], "note": f"{b['data_edges']} before"},
+            {"label": "control edges", "value": a["control_edges"], "note": f"{b['control_edges']} before"},
+            {"label": "subgraphs", "value": a["subgraphs"], "note": f"{a['graphs']} graphs in all"},
+            {"label": "inserted", "value": s["inserted"], "note": f"{len(s['by_type'])} type(s)"},
+            {"label": "removed", "value": s["removed"], "note": ""},
+            {"label": "diagnostics", "value": s["diagnostics"], "note": ", ".join(s["by_code"]) or "none"},
+        ]}},
+        {"id": "run", "title": "Run", "kind": "facts", "data": {"rows": [
+            ["input", report["input"]],
+            ["rule pack", f"{report['pack']['name']} {report['pack']['version']} "
+                          f"(schema {report['pack']['schema_version']})"],
+            ["options", ", ".join(f"{k}={v}" for k, v in report["options"].items()) or "none"],
+            ["passes", " → ".join(p["id"] for p in report["passes"]) or "none"],
+            ["memconflict", report["memconflict"]],
+        ]}},
+        {"id": "passes", "title": "Passes in order", "kind": "table", "data": {
+            "columns": ["#", "pass", "status", "inserted", "removed", "message"],
+            "numeric": [0, 3, 4],
+            "rows": [[str(k), {"text": p["id"], "filter": ["pass", p["id"]]}, p["status"], str(p["inserted"]),
+                      str(p["removed"]), p.get("message", "")] for k, p in enumerate(report["passes"], 1)]}},
+        {"id": "counts", "title": "Insertions", "kind": "counts", "data": {"groups": [
+            {"key": key, "title": title, "counts": [[v, n] for v, n in s[field].items()]}
+            for key, field, title in FILTERS]}},
+    ]
+    if report["diagnostics"]:
+        sections.append({"id": "diagnostics", "title": "Diagnostics", "kind": "table",
+                         "data": _diagnostics_table(report)})
+    sections.append({"id": "insertions", "title": "Inserted nodes", "kind": "cards", "data": {
+        "items": "insertions", "filters": [{"key": key, "label": key, "options": list(s[field])}
+                                           for key, field, _ in FILTERS]}})
+    if report["rules"]:
+        sections.append({"id": "rules", "title": "Rules cited", "kind": "rules", "data": {"items": "rules"}})
+    if report["removals"]:
+        sections.append({"id": "removals", "title": "Removed nodes", "kind": "table", "data": {
+            "columns": ["node", "type", "graph", "pass", "rule", "why"], "numeric": [],
+            "rows": [[r["name"], r["type"], r["graph"], r["pass"], r["rule"],
+                      "; ".join(f"{k}: {show(v)}" for k, v in r["reason"].items())] for r in report["removals"]]}})
+    return sections
+
+
+def _diagnostics_table(report: dict) -> dict:
+    """One row per diagnostic: its details under the message (inserted nodes link to
+    their cards), and the rules it names, linked to their text."""
+    inserted = {i["name"] for i in report["insertions"]}
+    rows = []
+    for k, d in enumerate(report["diagnostics"], 1):
+        message: list = [d["message"]]
+        for key, v in d.items():
+            if key in ("code", "severity", "message", "pass", "cites"):
+                continue
+            message.append({"text": f"{key}: {show(v)[1:-1] if isinstance(v, list) else show(v)}", "note": True})
+            message += [{"text": f"card {x}", "href": "#" + x, "note": True}
+                        for x in (v if isinstance(v, list) else [v]) if isinstance(x, str) and x in inserted]
+        rules = [{"text": c["rule"], "href": "#rule-" + c["loc"]} for c in d["cites"] if c["loc"] in report["rules"]]
+        rows.append([{"text": d["code"], "id": f"diag-{k}", "href": f"#diag-{k}"},
+                     {"text": d["severity"], "badge": d["severity"]}, d["pass"], message, rules])
+    return {"columns": ["code", "severity", "pass", "message and details", "rules"], "numeric": [], "rows": rows}
+
+
+def report_json(report: dict) -> bytes:
+    """Indented at the top; the long lists (insertions, removals, diagnostics, sections)
+    hold one compact record per line, so the file stays small and diffs line by line."""
+    parts = []
+    for key, value in report.items():
+        if isinstance(value, list) and value:
+            body = ",\n".join("    " + json.dumps(v, ensure_ascii=False) for v in value)
+            text = "[\n" + body + "\n  ]"
+        else:
+            text = json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+        parts.append(f"  {json.dumps(key)}: {text}")
+    return ("{\n" + ",\n".join(parts) + "\n}\n").encode()

@@ -156,7 +156,7 @@ def run_side(pack, graph_file: str, options: dict, passes: list[str] | None) -> 
     ctx = RunContext(pack, model, opts)
     check_graph(ctx)
     gc.collect()
-    gc.freeze()          # Note [gc] in engine/cli.py; undone below so a worker's memory is reused
+    gc.freeze()          # Note [gc] in engine/cli/common.py; undone below so a worker's memory is reused
     status, message = "ok", ""
     try:
         run_passes(ctx, specs)

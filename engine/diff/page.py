@@ -3,7 +3,7 @@
 `page_view` shapes the document for the template (anchors, row limits, tiles);
 engine/diff/diff.html.j2 only loops and prints, with autoescape on.
 
-Note [own page]: the run report's HTML (engine/html.py, reports/) was being
+Note [own page]: the run report's HTML (engine/report/html.py, reports/) was being
 rebuilt while this was written; the diff page keeps its own small template and
 stylesheet in the same palette and `mc-` class names instead of depending on
 that work in progress.

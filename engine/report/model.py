@@ -1,5 +1,5 @@
 """The report model of one run: built once, rendered as JSON (`report_json`), HTML
-(engine/html.py) and text (engine/report_text.py, engine/explain.py).
+(engine/report/html.py) and text (engine/report/text.py, engine/report/explain.py).
 
 The model is plain JSON data with a stable order and no timings, so a report is
 byte-identical across runs. Every insertion record is kept as the pass wrote it
@@ -177,7 +177,7 @@ FILTERS = (("pass", "by_pass", "Insertions by pass"), ("rule", "by_rule", "Inser
 
 
 def default_sections(report: dict) -> list[dict]:
-    """The page, top to bottom. Kinds: stats, facts, table, counts, cards (see engine/html.py)."""
+    """The page, top to bottom. Kinds: stats, facts, table, counts, cards (see engine/report/html.py)."""
     b, a, s = report["graph_before"], report["graph_after"], report["summary"]
     sections = [
         {"id": "summary", "title": "Summary", "kind": "stats", "data": {"tiles": [

@@ -13,7 +13,7 @@ A rule set (one pass) declares:
   result for the actions after it; `stop: true` ends the node's anchors);
 * `functions`: pack-defined DSL functions; `insert`: the nodes its actions build.
 
-Actions (engine/actions.py) edit the graph and record provenance: the rule id and
+Actions (engine/passes/actions.py) edit the graph and record provenance: the rule id and
 file:line, and `reason` = the step's `let` values plus the rule's `reason:` facts.
 
 Note [rewrite families]: the runner finds a pass's configuration through its

@@ -34,6 +34,9 @@ options/set-up (before the passes run):
 """
 from __future__ import annotations
 
+import functools
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from engine.passes.context import RunContext
@@ -45,15 +48,52 @@ from engine.core.yamlgraph import load_yaml_graph
 from engine.core.yamlloc import load_yaml
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 CASES = HERE / "cases"
+
+
+@functools.cache
+def shared_pack():
+    """The default pack, loaded once per test process (with the repository root as the working
+    directory, so its locations read rules/ge/rw.yaml:42). Read it, never edit it: tests that
+    change a pack load their own copy (the pack_copy fixture)."""
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        return load_pack()
+    finally:
+        os.chdir(cwd)
+
+
+def shared_fixtures() -> Path:
+    """/work/shared/fixtures: `../shared/fixtures` of the repository, found from the nearest
+    ancestor that has it (a worktree may sit deeper than the main checkout)."""
+    for d in ROOT.parents:
+        if (d / "shared" / "fixtures").is_dir():
+            return d / "shared" / "fixtures"
+    return ROOT.parent / "shared" / "fixtures"
 
 
 def case_files(sub: str = "") -> list[Path]:
     return sorted((CASES / sub).rglob("*.yaml"))
 
 
+@dataclass
+class CaseRun:
+    ctx: RunContext
+    expect: dict
+    status: int
+    failure: PassFailure | None      # the failure that stopped the run (status 1)
+
+
 def run_case(path: Path, pack=None, passes=None, extra_options=None):
-    pack = pack or load_pack()
+    """Run a fixture's passes: (ctx, expect, status)."""
+    r = run_fixture(path, pack, passes, extra_options)
+    return r.ctx, r.expect, r.status
+
+
+def run_fixture(path: Path, pack=None, passes=None, extra_options=None) -> CaseRun:
+    pack = pack or shared_pack()
     model, options = load_yaml_graph(path, pack)
     options.update(extra_options or {})
     expect = load_yaml(path).get("expect") or {}
@@ -70,12 +110,12 @@ def run_case(path: Path, pack=None, passes=None, extra_options=None):
             getattr(node.op, field).extend(values)
     ctx = RunContext(pack, model, options)
     check_graph(ctx)
-    status = 0
+    failure = None
     try:
         run_passes(ctx, resolve_passes(pack, ids, options))
-    except PassFailure:
-        status = 1
-    return ctx, expect, status
+    except PassFailure as exc:
+        failure = exc
+    return CaseRun(ctx, expect, 0 if failure is None else 1, failure)
 
 
 def find(model, name: str):

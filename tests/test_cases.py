@@ -23,7 +23,7 @@ def test_case(path, update_golden, monkeypatch):
     decisions = render_decisions(r.ctx, r.failure, f"{rel} (passes: {', '.join(r.expect['passes'])})")
     if update_golden:
         check_golden(path.with_suffix(".golden"), decisions, True, "tests/test_cases.py")
-    check_expectations(r.ctx, r.expect, r.status)
+    check_expectations(r.ctx, r.expect, r.status, r.failure)
     if "rerun_inserted" in r.expect:
         again = pb.ModelDef()
         again.ParseFromString(serialize_model(r.ctx.model))

@@ -7,7 +7,7 @@ Set-up keys (`passes` is required, the others optional):
   offsets: {n: {input_i|output_i: [ints]}}   memory offsets as memory assignment would leave them
 Checks (all optional):
   status: 0|1                    1 = a pass fails as GE's does
-  message: "pass P failed at node 'n': ..."   the failure's exact text (status 1 only)
+  message: "pass P failed at node 'n': ..."   the failure's exact text (required with status 1, only there)
   inserted: N                    number of inserted nodes
   inserted_types: {T: N}         inserted nodes by type
   type_count: {T: N}             nodes of type T in the whole model afterwards
@@ -118,6 +118,9 @@ def check_expect_keys(path: Path, expect) -> None:
     if "message" in expect and expect.get("status", 0) != 1:
         problems.append(f"{_where(path, expect, 'message')}: `message:` is the failure's text; "
                         "give it with `status: 1` only")
+    if expect.get("status", 0) == 1 and "message" not in expect:
+        problems.append(f"{_where(path, expect, 'status')}: a failure case states its message: "
+                        "add `message: \"pass P failed at node 'n': ...\"`")
     if problems:
         pytest.fail("\n".join(problems), pytrace=False)
 

@@ -63,6 +63,11 @@ def test_message_is_for_failures_only(tmp_path):
     assert "`message:` is the failure's text; give it with `status: 1` only" in msg
 
 
+def test_a_failure_case_must_state_its_message(tmp_path):
+    msg = failure_of(run_fixture, fixture(tmp_path, "  status: 1"))
+    assert msg.endswith(":10:3: a failure case states its message: add `message: \"pass P failed at node 'n': ...\"`")
+
+
 def test_message_must_match_the_failure_exactly():
     r = run_fixture(CASES / "subgraph" / "own-while-no-body.yaml")
     assert r.status == 1

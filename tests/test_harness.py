@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from golden import check_golden, render_decisions, render_value
-from harness import CASES, ROOT, check_expectations, run_fixture
+from harness import CASES, ROOT, check_expectations, edit, run_fixture
 
 GRAPH = """doc: a read-only constant into a collective that writes its input
 graphs:
@@ -116,3 +116,27 @@ def test_unknown_top_level_key_is_an_input_error_naming_file_and_key(tmp_path):
         run_fixture(path)
     text = exc.value.render()
     assert f"{path}:11:1: error: graph file: unknown key 'optoins'" in text and "did you mean 'options'?" in text
+
+
+def test_shared_pack_loads_are_keyed_by_folder_bytes_and_working_directory(pack_copy, tmp_path, monkeypatch):
+    """Note [shared pack loads] (conftest.py): a repeated load of an unchanged pack is shared, an
+    edited one (even by a same-size edit) is loaded afresh, and a failed load is not kept."""
+    from engine.core.errors import InputError
+    from engine.passes import catalog
+
+    if not getattr(catalog.load_pack, "shared", False):
+        pytest.skip("MEMCONFLICT_TEST_PACK_CACHE=0")
+    first = catalog.load_pack(pack_copy)
+    assert catalog.load_pack(pack_copy) is first and first.version == "1.0.0"
+    edit(pack_copy / "pack.yaml", 'version: "1.0.0"', 'version: "1.0.1"')
+    second = catalog.load_pack(pack_copy)
+    assert second is not first and second.version == "1.0.1"
+    edit(pack_copy / "pack.yaml", 'version: "1.0.1"', "version: [")
+    for _ in range(2):
+        with pytest.raises(InputError):
+            catalog.load_pack(pack_copy)
+    edit(pack_copy / "pack.yaml", "version: [", 'version: "1.0.1"')
+    assert catalog.load_pack(pack_copy) is second
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert catalog.load_pack(pack_copy) is not second      # its locations read differently from here

@@ -230,8 +230,8 @@ def test_registered_twice(pack_copy):
     assert "first registered at pack/layout.yaml:" in msg
 
 
-def test_default_pack_has_the_55_registrations():
-    cfg = load_pack().configs["layout_conflict"]
+def test_default_pack_has_the_55_registrations(default_pack):
+    cfg = default_pack.configs["layout_conflict"]
     assert len(cfg.registrations) == 55
     assert len({r.checker for r in cfg.registrations.values()}) == 24
     assert sum(1 for c in cfg.checkers.values() if c.per_symbol) == 4   # 6 registrations call them per symbol

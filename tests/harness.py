@@ -72,8 +72,8 @@ def shared_pack():
 
 
 def shared_fixtures() -> Path:
-    """/work/shared/fixtures: `../shared/fixtures` of the repository, found from the nearest
-    ancestor that has it (a worktree may sit deeper than the main checkout)."""
+    """`../shared/fixtures` of the repository: the nearest ancestor folder that has
+    shared/fixtures (a git worktree may sit deeper than the main checkout)."""
     for d in ROOT.parents:
         if (d / "shared" / "fixtures").is_dir():
             return d / "shared" / "fixtures"

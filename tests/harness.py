@@ -1,8 +1,13 @@
 """Runs annotated graph fixtures: a YAML graph with an `expect:` block.
 
-Expectation keys (all optional except `passes`):
+Set-up keys (`passes` is required, the others optional):
   passes: [ids]                  passes to run, in order
+  given_desc: {"n:in:i" | "n:out:i": {field: value}}   set TensorDescriptor fields before the passes run
+                                 (fields the YAML graph format cannot express, e.g. data_offset)
+  offsets: {n: {input_i|output_i: [ints]}}   memory offsets as memory assignment would leave them
+Checks (all optional):
   status: 0|1                    1 = a pass fails as GE's does
+  message: "pass P failed at node 'n': ..."   the failure's exact text (required with status 1, only there)
   inserted: N                    number of inserted nodes
   inserted_types: {T: N}         inserted nodes by type
   type_count: {T: N}             nodes of type T in the whole model afterwards
@@ -11,12 +16,13 @@ Expectation keys (all optional except `passes`):
   producer_not_type: {"n:i": T}
   producer: {"n:i": "m:j"}       exact producer anchor
   ctrl_in: {n: [names]}          n's control predecessors, in order (types with "type:" prefix)
+  ctrl_out: {n: [names]}         n's control successors, in order
   attr: {n: {key: value|absent}}
   producer_desc: {"n:i": {reuse_input: b, reuse_input_index: k, absent_attrs: [..]}}
   rerun_inserted: N              a second run on the output inserts N nodes
   desc: {"n:in:i" | "n:out:i": {field: value}}   TensorDescriptor fields (reuse_input, data_offset, ...)
-  given_desc: {"n:in:i" | "n:out:i": {field: value}}   set TensorDescriptor fields before the passes run
-                                 (fields the YAML graph format cannot express, e.g. data_offset)
+  desc_field: {"n:in:i" | "n:out:i": {field: value}}   the same (older spelling)
+  desc_attr: {"n:in:i" | "n:out:i": {key: value|absent}}   tensor descriptor attributes
   producer_attr: {"n:i": {key: value|absent}}   attributes of the node feeding input i of n
   symbol_count / anchor_count: N  size of the symbol table a pass left in ctx.symbols
   symbol_of: {"n:out:i": name}   symbol_size: {name: N}
@@ -24,20 +30,23 @@ Expectation keys (all optional except `passes`):
   graph_type_count: {graph: {T: N}}   nodes of type T among a graph's direct nodes
   rule_of: {n: rule_id}         the rule that inserted node n
   ports: {n: [[inputs], [outputs]]}   n's port names
-options/set-up (before the passes run):
-  offsets: {n: {input_i|output_i: [ints]}}   memory offsets as memory assignment would leave them
   named: {n: T}                  a node named n exists (in any graph) and has type T
   absent: [names]                no node of these names exists
-  ctrl_out: {n: [names]}         n's control successors, in order
-  desc_attr: {"n:in:i" | "n:out:i": {key: value|absent}}   tensor descriptor attributes
-  desc_field: {"n:in:i" | "n:out:i": {field: value}}       TensorDescriptor fields (data_offset, ...)
+An unknown key (or an unknown field of given_desc, offsets, desc, desc_field, producer_desc)
+fails the fixture, naming the file, the line and the closest known key.
 """
 from __future__ import annotations
 
+import functools
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from engine.passes.context import RunContext
-from engine.core.errors import PassFailure
+from engine.core.errors import Loc, PassFailure, did_you_mean
+from engine.proto import ge_ir_pb2 as pb
 from engine.passes.catalog import load_pack
 from engine.core.attrs import attr_value
 from engine.passes.manager import check_graph, resolve_passes, run_passes
@@ -45,18 +54,101 @@ from engine.core.yamlgraph import load_yaml_graph
 from engine.core.yamlloc import load_yaml
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 CASES = HERE / "cases"
+
+
+@functools.cache
+def shared_pack():
+    """The default pack, loaded once per test process (with the repository root as the working
+    directory, so its locations read rules/ge/rw.yaml:42). Read it, never edit it: tests that
+    change a pack load their own copy (the pack_copy fixture)."""
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        return load_pack()
+    finally:
+        os.chdir(cwd)
+
+
+def shared_fixtures() -> Path:
+    """`../shared/fixtures` of the repository: the nearest ancestor folder that has
+    shared/fixtures (a git worktree may sit deeper than the main checkout)."""
+    for d in ROOT.parents:
+        if (d / "shared" / "fixtures").is_dir():
+            return d / "shared" / "fixtures"
+    return ROOT.parent / "shared" / "fixtures"
+
+
+SETUP_KEYS = ("passes", "given_desc", "offsets")
+CHECK_KEYS = ("status", "message", "inserted", "inserted_types", "type_count", "graph_nodes", "producer_type",
+              "producer_not_type", "producer", "ctrl_in", "ctrl_out", "attr", "producer_desc", "rerun_inserted",
+              "desc", "desc_field", "desc_attr", "producer_attr", "symbol_count", "anchor_count", "symbol_of",
+              "symbol_size", "diagnostics", "graph_type_count", "rule_of", "ports", "named", "absent")
+DESC_FIELDS = tuple(pb.TensorDescriptor.DESCRIPTOR.fields_by_name)
+OFFSET_FIELDS = ("input_i", "output_i")
+PRODUCER_DESC_FIELDS = ("reuse_input", "reuse_input_index", "absent_attrs")
+FIELDS_OF = {"given_desc": DESC_FIELDS, "desc": DESC_FIELDS, "desc_field": DESC_FIELDS,
+             "offsets": OFFSET_FIELDS, "producer_desc": PRODUCER_DESC_FIELDS}
+
+
+def _where(path: Path, value, key) -> str:
+    loc = getattr(value, "key_locs", {}).get(key) or Loc(str(path))
+    file = Path(loc.file)
+    if file.is_absolute() and file.is_relative_to(ROOT):
+        loc = Loc(file.relative_to(ROOT).as_posix(), loc.line, loc.col)
+    return str(loc)
+
+
+def check_expect_keys(path: Path, expect) -> None:
+    """Fail on a key the harness does not know: a misspelt check would otherwise pass silently."""
+    if not isinstance(expect, dict) or "passes" not in expect:
+        pytest.fail(f"{_where(path, expect, None)}: the fixture has no `expect: {{passes: [...]}}`", pytrace=False)
+    problems = []
+    for key in expect:
+        if key not in SETUP_KEYS + CHECK_KEYS:
+            problems.append(f"{_where(path, expect, key)}: unknown expectation key '{key}' in expect: "
+                            f"{did_you_mean(str(key), SETUP_KEYS + CHECK_KEYS, 'expectation keys')}")
+    for key, known in FIELDS_OF.items():
+        for ref, fields in (expect.get(key) or {}).items():
+            for field in fields if isinstance(fields, dict) else ():
+                if field not in known:
+                    problems.append(f"{_where(path, fields, field)}: unknown field '{field}' in {key}['{ref}']: "
+                                    f"{did_you_mean(str(field), known, key + ' fields')}")
+    if "message" in expect and expect.get("status", 0) != 1:
+        problems.append(f"{_where(path, expect, 'message')}: `message:` is the failure's text; "
+                        "give it with `status: 1` only")
+    if expect.get("status", 0) == 1 and "message" not in expect:
+        problems.append(f"{_where(path, expect, 'status')}: a failure case states its message: "
+                        "add `message: \"pass P failed at node 'n': ...\"`")
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
 
 
 def case_files(sub: str = "") -> list[Path]:
     return sorted((CASES / sub).rglob("*.yaml"))
 
 
+@dataclass
+class CaseRun:
+    ctx: RunContext
+    expect: dict
+    status: int
+    failure: PassFailure | None      # the failure that stopped the run (status 1)
+
+
 def run_case(path: Path, pack=None, passes=None, extra_options=None):
-    pack = pack or load_pack()
+    """Run a fixture's passes: (ctx, expect, status)."""
+    r = run_fixture(path, pack, passes, extra_options)
+    return r.ctx, r.expect, r.status
+
+
+def run_fixture(path: Path, pack=None, passes=None, extra_options=None) -> CaseRun:
+    pack = pack or shared_pack()
     model, options = load_yaml_graph(path, pack)
     options.update(extra_options or {})
-    expect = load_yaml(path).get("expect") or {}
+    expect = load_yaml(path).get("expect")
+    check_expect_keys(path, expect)
     for ref, fields in (expect.get("given_desc") or {}).items():
         name, side, idx = ref.rsplit(":", 2)
         node = find(model, name)
@@ -70,12 +162,12 @@ def run_case(path: Path, pack=None, passes=None, extra_options=None):
             getattr(node.op, field).extend(values)
     ctx = RunContext(pack, model, options)
     check_graph(ctx)
-    status = 0
+    failure = None
     try:
         run_passes(ctx, resolve_passes(pack, ids, options))
-    except PassFailure:
-        status = 1
-    return ctx, expect, status
+    except PassFailure as exc:
+        failure = exc
+    return CaseRun(ctx, expect, 0 if failure is None else 1, failure)
 
 
 def find(model, name: str):
@@ -98,9 +190,11 @@ def desc(model, ref: str):
     return (node.op.input_desc if side == "in" else node.op.output_desc)[int(idx)]
 
 
-def check_expectations(ctx, expect, status) -> None:
+def check_expectations(ctx, expect, status, failure: PassFailure | None = None) -> None:
     model = ctx.model
     assert status == expect.get("status", 0), f"status {status}"
+    if "message" in expect:
+        assert failure is not None and str(failure) == expect["message"], f"failure: {failure}"
     if "inserted" in expect:
         assert len(ctx.insertions) == expect["inserted"], [i.name for i in ctx.insertions]
     for t, n in (expect.get("inserted_types") or {}).items():

@@ -35,8 +35,8 @@ def run(pack, tmp_path):
     return ctx
 
 
-def test_new_writer_op_by_rule_edit(tmp_path):
-    assert run(load_pack(), tmp_path).insertions == []       # unknown op: reads its input
+def test_new_writer_op_by_rule_edit(tmp_path, default_pack):
+    assert run(default_pack, tmp_path).insertions == []       # unknown op: reads its input
     pack_dir = tmp_path / "pack"
     shutil.copytree(default_pack_dir(), pack_dir)
     rw = pack_dir / "rw.yaml"
@@ -49,7 +49,7 @@ def test_new_writer_op_by_rule_edit(tmp_path):
     assert ctx.model.root.find("a2a").ins[0].peer.node.type == "Identity"
 
 
-def test_matrix_cell_flip_changes_the_decision(tmp_path):
+def test_matrix_cell_flip_changes_the_decision(tmp_path, default_pack):
     pack_dir = tmp_path / "pack"
     shutil.copytree(default_pack_dir(), pack_dir)
     rw = pack_dir / "rw.yaml"
@@ -61,7 +61,7 @@ def test_matrix_cell_flip_changes_the_decision(tmp_path):
     g.write_text("graphs:\n  root:\n    nodes:\n      r: Relu\n"
                  "      ar: {type: HcomAllReduce, inputs: 1, outputs: 1, attrs: {_input_mutable: true}}\n"
                  "    edges: [r -> ar]\n")
-    for pack, want in ((load_pack(), 0), (load_pack(pack_dir), 1)):
+    for pack, want in ((default_pack, 0), (load_pack(pack_dir), 1)):
         model, opts = load_yaml_graph(g, pack)
         ctx = RunContext(pack, model, opts)
         run_passes(ctx, resolve_passes(pack, ["mem_rw_conflict"], opts))
@@ -80,7 +80,7 @@ REG = """    - {a: HOST_PINNED_OUTPUT, b: UNSUPPORTED_ADDRESS_REFRESH_OPERATOR_I
 """
 
 
-def test_new_anchor_attribute_checker_and_registration_by_rule_edit(tmp_path):
+def test_new_anchor_attribute_checker_and_registration_by_rule_edit(tmp_path, default_pack):
     pack_dir = tmp_path / "pack"
     shutil.copytree(default_pack_dir(), pack_dir)
     f = pack_dir / "layout.yaml"
@@ -96,7 +96,7 @@ def test_new_anchor_attribute_checker_and_registration_by_rule_edit(tmp_path):
                  "      hcom: {type: HcomAllReduce, inputs: 1, outputs: 1}\n"
                  "      out: {type: Relu, inputs: 1, outputs: 1}\n"
                  "    edges: [pinned -> hcom, hcom -> out]\n")
-    for pack, want in ((load_pack(), []), (load_pack(pack_dir), ["identity_0_hcom_MemLayoutConflict_0"])):
+    for pack, want in ((default_pack, []), (load_pack(pack_dir), ["identity_0_hcom_MemLayoutConflict_0"])):
         model, opts = load_yaml_graph(g, pack)
         ctx = RunContext(pack, model, opts)
         run_passes(ctx, resolve_passes(pack, ["mem_layout_conflict"], opts))

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from harness import CASES, edit, errors_of, line_of, run_case
+from harness import CASES, edit, errors_of, line_of, run_case, shared_pack
 from engine.passes.algorithms import lint
 from engine.cli import main
 from engine.passes.context import RunContext
@@ -19,7 +19,7 @@ from engine.passes.catalog import load_pack
 from engine.passes.manager import resolve_passes, run_passes
 from engine.core.yamlgraph import load_yaml_graph
 
-PACK = load_pack()
+PACK = shared_pack()
 LINT = CASES / "lint"
 
 

@@ -19,16 +19,15 @@ import pytest
 from benchmarks.gen_graph import make_model
 from engine.passes.context import RunContext
 from engine.core.dumpio import build_model, load_model, serialize_model
-from engine.passes.catalog import load_pack
 from engine.proto import ge_ir_pb2 as pb
 from engine.passes.manager import check_graph, resolve_passes, run_passes
 from engine.core.yamlgraph import load_yaml_graph
-from harness import CASES
+from harness import CASES, shared_pack
 
 ROOT = Path(__file__).resolve().parent.parent
 DUMPS = ROOT.parent / "shared" / "fixtures" / "ge-dumps"
 EXAMPLE = ROOT / "examples" / "train_step.pbtxt"
-PACK = load_pack()
+PACK = shared_pack()
 MINE = ("hccl_memcpy", "hccl_continuous_memcpy", "inplace_support_check", "atomic_addr_clean", "subgraph",
         "memcpy_addr_async", "topological_sorting")
 

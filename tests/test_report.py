@@ -15,7 +15,6 @@ from engine.cli import main
 from engine.passes.context import RunContext
 from engine.report.explain import RuleTexts, explain
 from engine.report.html import embed_json, render_html
-from engine.passes.catalog import load_pack
 from engine.report.model import build_report, graph_stats, report_json
 from engine.report.neighbourhood import layout, undo
 from engine.report.text import Progress
@@ -294,8 +293,8 @@ def test_explain_names_a_removed_node(capsys):
     assert re.search(r"; it was removed by mem_rw_conflict \(rule rw/[a-z-]+\)\n", err), err
 
 
-def test_run_summary_table(capsys):
-    pack = load_pack()
+def test_run_summary_table(capsys, default_pack):
+    pack = default_pack
     ctx, _, _ = run_case(CASES / "rw" / "RW-04.yaml", pack=pack, passes=["mem_rw_conflict"])
     from engine.report.text import summary_text
     text = summary_text(ctx, "RW-04.yaml")
@@ -333,8 +332,8 @@ def test_run_is_quiet_when_stderr_is_not_a_terminal(tmp_path, capsys):
     assert code == 0 and err == "" and "1 node(s) inserted" in out
 
 
-def test_report_without_insertions():
-    pack = load_pack()
+def test_report_without_insertions(default_pack):
+    pack = default_pack
     from engine.core.yamlgraph import load_yaml_graph
     model, options = load_yaml_graph(CASES / "rw" / "RW-01.yaml", pack)
     ctx = RunContext(pack, model, options)

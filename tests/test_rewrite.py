@@ -11,10 +11,10 @@ from engine.passes.context import RunContext
 from engine.passes.catalog import load_pack
 from engine.passes.manager import resolve_passes, run_passes
 from engine.core.yamlgraph import load_yaml_graph
-from harness import CASES, edit, errors_of, find, line_of
+from harness import CASES, edit, errors_of, find, line_of, shared_pack
 
 ROOT = Path(__file__).resolve().parent.parent
-PACK = load_pack()
+PACK = shared_pack()
 
 
 def run_file(path, passes, pack=PACK, options=None):

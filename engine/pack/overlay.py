@@ -30,6 +30,7 @@ base file that holds its text (a report quotes the rule from there).
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,7 +102,7 @@ def base_chain(root: Path) -> list[Path]:
         base = base_of(root)
         if base is None:
             break
-        root = root / base
+        root = Path(os.path.normpath(root / base))
     return out
 
 
@@ -170,7 +171,7 @@ def _resolve_base(root: Path, top: YMap, errors: Collector, seen: tuple[Path, ..
     if not isinstance(name, str) or not name:
         errors.error(loc, "base must be the path of a pack folder", "write `base: ../ge` (relative to this pack)")
         return None
-    folder = root / name
+    folder = Path(os.path.normpath(root / name))
     if not (folder / "pack.yaml").is_file():
         errors.error(loc, f"base pack '{name}' not found: {display_path(folder)} has no pack.yaml",
                      "give the base pack's folder relative to this pack.yaml (e.g. `base: ../ge`)")
@@ -252,13 +253,22 @@ def _names(container: Any) -> list[str]:
     return [n for n, _ in keyed_items(container, k)] if k else []
 
 
+def _shown(tree: YMap, steps: list[str]) -> str:
+    """A path as `memconflict diff` prints it: `.key` in mappings, `[id]` in lists."""
+    out, cur = "", tree
+    for step in steps:
+        out += f"[{step}]" if isinstance(cur, list) else (f".{step}" if out else step)
+        cur = cur[_child(cur, step)]
+    return out
+
+
 def _walk(tree: YMap, steps: list[str], path: str, loc: Loc, errors: Collector):
     """(container, index) of the last step; None after reporting an unknown step."""
     cur: Any = tree
     for n, step in enumerate(steps):
         idx = _child(cur, step)
         if idx is None:
-            where = ".".join(steps[:n]) or "the pack"
+            where = _shown(tree, steps[:n]) or "the pack"
             if isinstance(cur, list) and list_key(cur) is None:
                 errors.error(loc, f"'{where}' is a list without ids: '{step}' cannot name an item",
                              "add or remove its items by value with `items:`, or replace the whole list")
@@ -266,7 +276,7 @@ def _walk(tree: YMap, steps: list[str], path: str, loc: Loc, errors: Collector):
                 errors.error(loc, f"'{where}' is a value, it has no '{step}'", f"address '{where}' itself")
             else:
                 what = "section" if n == 0 else ("id" if isinstance(cur, list) else "key")
-                errors.error(loc, f"unknown {what} '{step}' in {where} (path {path})",
+                errors.error(loc, f"unknown {what} '{step}' in {where}",
                              did_you_mean(step, _names(cur), what + "s"))
             return None
         if n == len(steps) - 1:

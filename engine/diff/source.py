@@ -3,7 +3,8 @@ current git repository (read with `git ls-tree` / `git show` into a temporary
 folder; nothing is checked out).
 
 Note [snapshot]: a folder is copied to a temporary folder too, and the pack is
-loaded from the copy. The diff reads the pack's YAML more than once (the loader,
+loaded from the copy. An overlay is copied with its bases (`base:`, at the same
+relative places; for `REV:path` read at the same revision). The diff reads the pack's YAML more than once (the loader,
 the located tables, workers that load it again); a pack being edited meanwhile
 would otherwise be diffed as a mix of two versions.
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.core.errors import Collector, InputError, Loc, Problem, did_you_mean, display_path
+from engine.core.errors import Collector, InputError, Loc, did_you_mean, display_path
 from engine.core.schema import Reader, str_list
 from engine.core.yamlloc import YList, YMap, load_yaml
 
@@ -125,7 +125,9 @@ def _resolve(root: Path, errors: Collector, seen: tuple[Path, ...]) -> Resolved 
         base = _resolve_base(root, top, errors, seen)
         if base is None:
             return None
-    include = top.get("include", [])       # (the loader reports a missing one)
+    include = top.get("include")
+    if not isinstance(include, list):       # the loader reports a missing or malformed one
+        include = []
     res = Resolved(root, _manifest(top, base), base.sections if base else _empty_map(floc),
                    list(base.files) if base else [], [root] + (base.chain if base else []))
     inherited = set(res.sections)
@@ -186,8 +188,8 @@ def _resolve_base(root: Path, top: YMap, errors: Collector, seen: tuple[Path, ..
 
 def _manifest(top: YMap, base: Resolved | None) -> YMap:
     """This pack's pack.yaml keys over the base's; `include` is the base's file
-    names followed by this pack's new ones (a file named like a base file
-    changes that file's sections, so the pack includes the same files)."""
+    names followed by those of this pack's the base lacks (ge-doc names its
+    files after the base files whose sections they change: the same list)."""
     if base is None:
         return top
     out = _empty_map(top.loc)

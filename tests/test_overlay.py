@@ -371,3 +371,21 @@ def test_rev_path_overlay_reads_its_base_at_that_revision(tmp_path, monkeypatch,
     line = line_of(default_pack_dir() / "rw.yaml", "ReadOnly:      {")
     assert (item["old"]["loc"], item["new"]["loc"]) == (f"HEAD:rules/base/rw.yaml:{line}", "HEAD:rules/ov/rw.yaml:3")
     assert not list(r.glob("**/memconflict-diff-*"))
+
+
+def test_commands_read_an_overlay(capsys):
+    doc, ge = ROOT / "rules" / "ge-doc", ROOT / "rules" / "ge"
+    assert main(["rules", "check", str(doc)]) == 0
+    assert "pack ge-doc 1.0.0 is valid" in capsys.readouterr().out
+    assert main(["pipeline", str(doc)]) == 0
+    steps = [line.split()[2] for line in capsys.readouterr().out.splitlines() if line[:1].isspace() and line.split()[0].isdigit()]
+    assert steps[-1] == "graph_lint" and "mark_same_addr" in steps
+    assert main(["rules", "show", str(doc)]) == 0
+    shown = capsys.readouterr().out
+    assert "rw/out/one-consumer" in shown and "rules/ge/layout.yaml" in shown
+    train = str(ROOT / "examples" / "train_step.pbtxt")
+    plans = []
+    for pack in (doc, ge):                      # variables.yaml comes from the base
+        assert main(["vars", "plan", train, "--rules", str(pack)]) == 0
+        plans.append(capsys.readouterr().out)
+    assert plans[0] == plans[1] and plans[0]

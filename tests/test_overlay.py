@@ -220,12 +220,12 @@ overlay:
 def test_unknown_rule_id_is_a_located_error(pack_copy):
     ov = overlay(pack_copy.parent, {"rw.yaml": "overlay:\n  - remove: rw_conflict.output_rules[rw/out/cnst]\n"})
     msg = errors_of(ov)
-    assert "ov/rw.yaml:2:13: error: unknown id 'rw/out/cnst' in rw_conflict.output_rules" in msg
+    assert "ov/rw.yaml:2:38: error: unknown id 'rw/out/cnst' in rw_conflict.output_rules" in msg
     assert "hint: did you mean 'rw/out/const'?" in msg
 
 
 @pytest.mark.parametrize("op, message, hint", [
-    ("  - replace: rw_conflict.matrx.ReadOnly\n    value: {}\n", "2:14: error: unknown key 'matrx' in rw_conflict",
+    ("  - replace: rw_conflict.matrx.ReadOnly\n    value: {}\n", "2:26: error: unknown key 'matrx' in rw_conflict",
      "did you mean 'matrix'?"),
     ("  - remove: rw_confict\n", "2:13: error: unknown section 'rw_confict' in the pack", "did you mean 'rw_conflict'?"),
     ("  - add: rw_conflict.output_rules\n    before: rw/out/nope\n    items: [{id: x/y, value: SoftRead}]\n",
@@ -237,7 +237,7 @@ def test_unknown_rule_id_is_a_located_error(pack_copy):
     ("  - remove: layout_conflict.absolute_conflict\n    items: [[A, B]]\n",
      "3:13: error: 'layout_conflict.absolute_conflict' has no item equal to this one", "copy the item exactly"),
     ("  - remove: layout_conflict.absolute_conflict[A]\n",
-     "2:13: error: 'layout_conflict.absolute_conflict' is a list without ids", "items:"),
+     "2:47: error: 'layout_conflict.absolute_conflict' is a list without ids", "items:"),
     ("  - replace: rw_conflict.parent_index_attr\n    valeu: x\n", "3:5: error: overlay operation: unknown key 'valeu'",
      "did you mean 'value'?"),
     ("  - delete: rw_conflict\n", "2:5: error: an overlay operation needs exactly one of add, replace, remove", "- remove: PATH"),
@@ -246,6 +246,11 @@ def test_operation_errors(pack_copy, op, message, hint):
     ov = overlay(pack_copy.parent, {"o.yaml": "overlay:\n" + op})
     msg = errors_of(ov)
     assert f"ov/o.yaml:{message}" in msg and hint in msg
+
+
+def test_a_quoted_path_points_past_its_quote(pack_copy):
+    ov = overlay(pack_copy.parent, {"o.yaml": "overlay:\n  - remove: 'pipeline[graph_lnt]'\n"})
+    assert "ov/o.yaml:2:23: error: unknown id 'graph_lnt' in pipeline" in errors_of(ov)
 
 
 def test_a_base_section_written_again_is_an_error(pack_copy):

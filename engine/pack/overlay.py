@@ -224,17 +224,33 @@ _STEP = re.compile(r"\.([^.\[\]]+)|\[([^\]]+)\]")
 
 def parse_path(text: str) -> list[str] | None:
     """`a.b[c][d#2].e` → ['a', 'b', 'c', 'd#2', 'e'] (None if malformed)."""
+    steps = _parse_path(text)
+    return None if steps is None else [name for name, _ in steps]
+
+
+def _parse_path(text: str) -> list[tuple[str, int]] | None:
+    """The path's steps with the offset of each in the text."""
     m = re.match(r"[^.\[\]]+", text)
     if not m:
         return None
-    out, i = [m.group(0).strip()], m.end()
+    out, i = [(m.group(0).strip(), 0)], m.end()
     while i < len(text):
         s = _STEP.match(text, i)
         if not s:
             return None
-        out.append((s.group(1) or s.group(2)).strip())
+        g = 1 if s.group(1) is not None else 2
+        out.append((s.group(g).strip(), s.start(g)))
         i = s.end()
     return out
+
+
+def _at(loc: Loc, offset: int) -> Loc:
+    """The location `offset` characters into a path scalar (after its quote, if quoted)."""
+    try:
+        line = Path(loc.file).read_text(encoding="utf-8").splitlines()[loc.line - 1]
+    except (OSError, UnicodeDecodeError, IndexError):
+        return loc
+    return loc.shifted(0, offset + (line[loc.col - 1:loc.col] in ("'", '"')))
 
 
 def _child(container: Any, key: str) -> Any:
@@ -264,12 +280,14 @@ def _shown(tree: YMap, steps: list[str]) -> str:
     return out
 
 
-def _walk(tree: YMap, steps: list[str], path: str, loc: Loc, errors: Collector):
+def _walk(tree: YMap, parsed: list[tuple[str, int]], path: str, ploc: Loc, errors: Collector):
     """(container, index) of the last step; None after reporting an unknown step."""
     cur: Any = tree
+    steps = [name for name, _ in parsed]
     for n, step in enumerate(steps):
         idx = _child(cur, step)
         if idx is None:
+            loc = _at(ploc, parsed[n][1])
             where = _shown(tree, steps[:n]) or "the pack"
             if isinstance(cur, list) and list_key(cur) is None:
                 errors.error(loc, f"'{where}' is a list without ids: '{step}' cannot name an item",
@@ -307,7 +325,7 @@ def _apply(tree: YMap, op: Any, loc: Loc, errors: Collector) -> None:
     if path is None:
         return
     ploc = r.value_loc(kind)
-    steps = parse_path(str(path))
+    steps = _parse_path(str(path))
     if steps is None:
         return errors.error(ploc, f"malformed path '{path}'", "write SECTION.KEY[ID].KEY, e.g. rw_conflict.output_rules[rw/out/const]")
     hit = _walk(tree, steps, str(path), ploc, errors)

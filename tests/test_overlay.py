@@ -240,6 +240,10 @@ def test_unknown_rule_id_is_a_located_error(pack_copy):
      "2:47: error: 'layout_conflict.absolute_conflict' is a list without ids", "items:"),
     ("  - replace: rw_conflict.parent_index_attr\n    valeu: x\n", "3:5: error: overlay operation: unknown key 'valeu'",
      "did you mean 'value'?"),
+    ("  - add: op_classes\n    before: phony\n    value: {x: {types: [X]}}\n",
+     "2:5: error: 'op_classes' is a mapping: add its new keys with `value: {KEY: ...}`", "are for lists"),
+    ("  - add: pipeline\n    value: {pass: mark_same_addr, stage: stage2}\n",
+     "2:5: error: 'pipeline' is a list: add to it with `items: [...]`", "before:` or `after:` an id"),
     ("  - delete: rw_conflict\n", "2:5: error: an overlay operation needs exactly one of add, replace, remove", "- remove: PATH"),
 ])
 def test_operation_errors(pack_copy, op, message, hint):

@@ -319,8 +319,7 @@ def _apply(tree: YMap, op: Any, loc: Loc, errors: Collector) -> None:
     path = r.get(kind, str, required=True)
     value = r.get("value", object) if kind != "remove" else None
     items = r.get("items", list) if kind != "replace" else None
-    before = r.get("before", str) if kind == "add" else None
-    after = r.get("after", str) if kind == "add" else None
+    pos = (r.get("before", str), r.get("after", str)) if kind == "add" else (None, None)
     r.done()
     if path is None:
         return
@@ -341,11 +340,16 @@ def _apply(tree: YMap, op: Any, loc: Loc, errors: Collector) -> None:
         if items is None:
             return _delete(parent, idx)
         return _remove_items(target, items, str(path), errors)
-    # add
+    _add(target, r, value, items, pos, str(path), errors)
+
+
+def _add(target: Any, r: Reader, value: Any, items: Any, pos: tuple, path: str, errors: Collector) -> None:
+    """New keys into a mapping (`value`), or new items into a list (`items`, `before`/`after`)."""
+    before, after = pos
     if isinstance(target, dict):
-        if not isinstance(value, dict) or items is not None or before or after:
+        if not isinstance(value, dict) or items is not None or before is not None or after is not None:
             return errors.error(r.loc, f"'{path}' is a mapping: add its new keys with `value: {{KEY: ...}}`",
-                                "before/after and items are for lists")
+                                "`items:`, `before:` and `after:` are for lists")
         for k in value:
             if k in target:
                 errors.error(value.key_locs[k], f"'{path}' already has '{k}' (at {target.key_locs.get(k, target.loc)})",
@@ -353,10 +357,12 @@ def _apply(tree: YMap, op: Any, loc: Loc, errors: Collector) -> None:
             else:
                 _put(target, k, value[k], value.key_locs[k], value.value_locs[k])
         return
-    if not isinstance(target, list) or items is None or "value" in r.map:
-        return errors.error(r.loc, f"add into a list takes `items:`; '{path}' " + ("is a list" if isinstance(target, list) else "is neither a list nor a mapping"),
-                            "write `items: [...]` (and `before:`/`after:` an id), or use replace")
-    _insert(target, items, before, after, r, str(path), errors)
+    if not isinstance(target, list):
+        return errors.error(r.loc, f"'{path}' is a single value: nothing can be added to it", f"write `- replace: {path}`")
+    if items is None or "value" in r.map:
+        return errors.error(r.loc, f"'{path}' is a list: add to it with `items: [...]`",
+                            "place them with `before:` or `after:` an id (default: at the end)")
+    _insert(target, items, before, after, r, path, errors)
 
 
 def _set(parent: Any, idx: Any, value: Any, key_loc: Loc, value_loc: Loc) -> None:

@@ -20,6 +20,7 @@ from engine.varmgr.manager import VarManager, VarManagerPool
 from engine.varmgr.physical import check_init_value
 from engine.varmgr.placement import GraphPlan, plan_graph
 from engine.varmgr.policy import VarPolicy
+from engine.pack.overlay import base_chain
 from engine.varmgr.policy_load import default_policy, load_policy
 from engine.varmgr.records import VarError
 from engine.varmgr.session import open_session
@@ -53,7 +54,11 @@ def add_commands(subparsers) -> None:
 
 
 def _policy(rules: str | None) -> VarPolicy:
-    return load_policy(Path(rules) / "variables.yaml") if rules else default_policy()
+    if not rules:
+        return default_policy()
+    # an overlay pack (`base:`) without its own variables.yaml uses its base's
+    folder = next((p for p in base_chain(Path(rules)) if (p / "variables.yaml").is_file()), Path(rules))
+    return load_policy(folder / "variables.yaml")
 
 
 def _options(items) -> dict[str, str]:

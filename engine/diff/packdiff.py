@@ -19,12 +19,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from engine.core.errors import Loc
+from engine.core.errors import Collector, Loc
 from engine.core.yamlloc import YMap, load_yaml
 from engine.diff import sections  # noqa: F401  (registers the specialised differs)
 from engine.diff.differs import DIFFERS
 from engine.diff.model import Change, PackDiff, PackInfo, Side
 from engine.diff.source import PackSource
+from engine.pack.overlay import resolve_pack
 from engine.diff.tree import (REF_OF_KEY, loc_refs, Canon, dsl_lines, is_flat, item_loc, key_loc,
     keyed_items, list_key, path_join)
 
@@ -42,12 +43,11 @@ class PackSide:
         self.rule_at: dict[tuple[str, int], str] = {}
         for rid, loc in self.pack.rule_ids.items():
             self.rule_at.setdefault((loc.file, loc.line), rid)
-        self.manifest = load_yaml(Path(src.folder) / "pack.yaml")
-        self.sections: dict[str, tuple[Any, Loc]] = {}
-        for f in self.pack.files:
-            doc = load_yaml(f)
-            for key, value in doc.items():
-                self.sections[str(key)] = (value, doc.key_locs[key])
+        # the pack as resolved (an overlay with its base merged in), read afresh
+        res = resolve_pack(Path(src.folder), Collector())
+        self.manifest = res.manifest
+        self.sections: dict[str, tuple[Any, Loc]] = {
+            str(key): (value, res.sections.key_locs[key]) for key, value in res.sections.items()}
 
     def refs(self, section: str, table: str, key: str, locs, extra=()) -> frozenset:
         out = {f"section:{section}", *extra}
@@ -349,7 +349,7 @@ def diff_packs(old_src: PackSource, new_src: PackSource, sides: tuple | None = N
         d.section(name, ov, nv, oloc, nloc)
     for name in names:
         for file in sorted(set(_files(o, name)) | set(_files(n, name))):
-            a, b = _load_side(o, file), _load_side(n, file)
+            a, b = _load_side(o, name, file), _load_side(n, name, file)
             d.section(f"{name}:{file}", a, b, getattr(a, "loc", None), getattr(b, "loc", None))
     oi, ni = pack_info(old_src), pack_info(new_src)
     notes = change_notes(oi.changes_md, ni.changes_md, oi.name == ni.name)
@@ -375,9 +375,16 @@ def _files(side: PackSide, section: str) -> list[str]:
     """Pack files a section points to with `file:` (e.g. var_policy → variables.yaml)."""
     value = side.sections.get(section, (None, None))[0]
     f = value.get("file") if isinstance(value, YMap) else None
-    return [str(f)] if isinstance(f, str) and _FILE_RE.match(f) and (Path(side.src.folder) / f).is_file() else []
+    return [str(f)] if isinstance(f, str) and _FILE_RE.match(f) and _file_path(side, section, f).is_file() else []
 
 
-def _load_side(side: PackSide, file: str):
-    path = Path(side.src.folder) / file
+def _file_path(side: PackSide, section: str, file: str) -> Path:
+    """A `file:` is relative to the pack file that names it (an overlay's may be its base's)."""
+    value = side.sections.get(section, (None, None))[0]
+    f = value.get("file") if isinstance(value, YMap) else None
+    return Path(f.loc.file).parent / file if hasattr(f, "loc") and f == file else Path(side.src.folder) / file
+
+
+def _load_side(side: PackSide, section: str, file: str):
+    path = _file_path(side, section, file)
     return load_yaml(path) if path.is_file() else None

@@ -3,7 +3,8 @@ current git repository (read with `git ls-tree` / `git show` into a temporary
 folder; nothing is checked out).
 
 Note [snapshot]: a folder is copied to a temporary folder too, and the pack is
-loaded from the copy. The diff reads the pack's YAML more than once (the loader,
+loaded from the copy. An overlay is copied with its bases (`base:`, at the same
+relative places; for `REV:path` read at the same revision). The diff reads the pack's YAML more than once (the loader,
 the located tables, workers that load it again); a pack being edited meanwhile
 would otherwise be diffed as a mix of two versions.
 
@@ -12,6 +13,7 @@ the user named the pack — `rules/ge/rw.yaml:12`, `REV:rules/ge/rw.yaml:12`.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.core.errors import InputError, Loc, Problem, display_path
+from engine.pack.overlay import base_chain, base_of
 
 
 @dataclass
@@ -74,17 +77,24 @@ def open_source(spec: str) -> PackSource:
 
 
 def _snapshot(spec: str, folder: Path) -> PackSource:
+    """Copy the pack and its bases (`base:`), keeping their relative places."""
+    chain = [p.resolve() for p in base_chain(folder)] or [folder.resolve()]
+    top = Path(os.path.commonpath(chain))
     tmp = tempfile.mkdtemp(prefix="memconflict-diff-")
     try:
-        root = Path(tmp, folder.resolve().name or "pack")
-        root.mkdir()
-        for f in sorted(folder.iterdir()):      # a pack is one folder of files
-            if f.is_file():
-                shutil.copyfile(f, root / f.name)
+        copy = Path(tmp, top.name or "pack")
+        for src in chain:
+            dst = copy / src.relative_to(top)
+            dst.mkdir(parents=True, exist_ok=True)
+            for f in sorted(src.iterdir()):      # a pack is one folder of files
+                if f.is_file():
+                    shutil.copyfile(f, dst / f.name)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return PackSource(spec, root, display_path(root), display_path(folder) + "/", display_path(folder), tmp)
+    shown = display_path(top) + "/" if top != folder.resolve() else display_path(folder) + "/"
+    return PackSource(spec, copy / folder.resolve().relative_to(top), display_path(copy), shown,
+                      display_path(folder), tmp)
 
 
 def _from_git(spec: str, rev: str, path: str) -> PackSource:
@@ -98,24 +108,37 @@ def _from_git(spec: str, rev: str, path: str) -> PackSource:
         raise _bad(spec, f"unknown git revision '{rev}'", "check it with `git log --oneline` (e.g. HEAD~1, a tag, a hash)")
     commit = ok.stdout.decode().strip()
     # paths in the spec are relative to the repository root (as in `git show REV:path`)
-    listing = _git(["ls-tree", "-r", "-z", "--name-only", commit, "--", path], cwd=root)
-    names = [n for n in listing.stdout.decode().split("\0") if n] if listing.returncode == 0 else []
+    names = _ls_tree(root, commit, path)
     if not names:
         raise _bad(spec, f"revision '{rev}' has no folder '{path}'",
                    f"list what it has with `git ls-tree --name-only {rev} -- {Path(path).parent}`")
     tmp = tempfile.mkdtemp(prefix="memconflict-diff-")
     try:
-        for name in names:
-            blob = _git(["show", f"{commit}:{name}"], cwd=root)
-            if blob.returncode != 0:
-                raise _bad(spec, f"cannot read '{name}' at revision '{rev}'", blob.stderr.decode().strip())
-            target = Path(tmp, name)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(blob.stdout)
+        todo, done = [path], set()
+        while todo:                      # the pack, then its bases (`base:`) at the same revision
+            folder = todo.pop()
+            done.add(folder)
+            for name in names if folder == path else _ls_tree(root, commit, folder):
+                blob = _git(["show", f"{commit}:{name}"], cwd=root)
+                if blob.returncode != 0:
+                    raise _bad(spec, f"cannot read '{name}' at revision '{rev}'", blob.stderr.decode().strip())
+                target = Path(tmp, name)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(blob.stdout)
+            base = base_of(Path(tmp, folder))
+            if base is not None:
+                up = os.path.normpath(os.path.join(folder, base))
+                if up not in done and not up.startswith(".."):   # outside the repository: the loader says so
+                    todo.append(up)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return PackSource(spec, Path(tmp, path), display_path(tmp), f"{rev}:", f"{rev}:{path}", tmp)
+
+
+def _ls_tree(root: str, commit: str, path: str) -> list[str]:
+    listing = _git(["ls-tree", "-r", "-z", "--name-only", commit, "--", path], cwd=root)
+    return [n for n in listing.stdout.decode().split("\0") if n] if listing.returncode == 0 else []
 
 
 def load_source(src: PackSource):

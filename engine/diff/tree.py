@@ -16,8 +16,8 @@ from typing import Any, Iterator
 from engine.dsl.ast import Call, IsClass, walk
 from engine.core.errors import Loc
 from engine.core.yamlloc import YList, YMap
+from engine.pack.overlay import ID_KEYS, keyed_items, list_key  # noqa: F401  (one definition: overlay paths name items alike)
 
-ID_KEYS = ("id", "name", "pass", "attr")     # what names the items of a keyed list
 REF_OF_KEY = {"id": "rule", "name": "name", "pass": "pass", "attr": "attr"}
 
 
@@ -32,27 +32,6 @@ def is_flat(v: Any) -> bool:
     if isinstance(v, list) and not isinstance(v, dict):
         return all(is_scalar(x) or (isinstance(x, list) and all(is_scalar(y) for y in x)) for x in v)
     return False
-
-
-def list_key(items: list) -> str | None:
-    """The identity key of a list of mappings, if every item has it as a scalar."""
-    if not items or not all(isinstance(x, dict) for x in items):
-        return None
-    for k in ID_KEYS:
-        if all(k in x and is_scalar(x[k]) and x[k] is not None for x in items):
-            return k
-    return None
-
-
-def keyed_items(items: list, key: str) -> list[tuple[str, int]]:
-    """(entry key, index); a repeated key gets `#2`, `#3` (a pass run twice)."""
-    seen: dict[str, int] = {}
-    out = []
-    for i, x in enumerate(items):
-        k = str(x[key])
-        seen[k] = seen.get(k, 0) + 1
-        out.append((k if seen[k] == 1 else f"{k}#{seen[k]}", i))
-    return out
 
 
 def item_loc(container: Any, index: Any, fallback: Loc | None) -> Loc | None:

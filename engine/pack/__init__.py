@@ -1,1 +1,2 @@
-"""Rule packs: the frozen model of a pack (model), its strict loader (loader), rule lists (rulelist)."""
+"""Rule packs: the frozen model of a pack (model), its strict loader (loader), overlays
+resolved onto their base pack (overlay), rule lists (rulelist)."""

@@ -16,7 +16,7 @@ from engine.dsl.parser import parse_expr, parse_signature
 from engine.core.resources import default_pack_dir
 from engine.core.errors import Collector, InputError, Loc, Problem, did_you_mean, display_path
 from engine.core.schema import Reader, str_list
-from engine.core.yamlloc import YMap, load_yaml
+from engine.pack.overlay import resolve_pack
 from engine.pack.model import (CORE_SECTIONS, PASS_SCOPES, SCHEMA_VERSION, FuncDef, OpClass, OpSpec, Pack,
                                PassSpec, Rule, Step, SurgerySpec)
 
@@ -39,38 +39,28 @@ def load_pack(path: str | Path | None, registry: Any) -> Pack:
                                  "a pack is a folder with pack.yaml (name, version, schema_version, include)"))
     global _SOURCES
     errors = Collector()
-    top = load_yaml(manifest)
-    r = Reader(top, "pack.yaml", errors, Loc(display_path(manifest)))
+    res = resolve_pack(root, errors)        # follows `base:` (engine/pack/overlay.py)
+    if res is None:
+        errors.check()
+    r = Reader(res.manifest, "pack.yaml", errors, Loc(display_path(manifest)))
     pack = Pack(name=str(r.get("name", str, "", required=True)), version=str(r.get("version", str, "", required=True)),
                 schema_version=r.get("schema_version", int, 0, required=True), path=root,
                 description=str(r.get("description", str, "")))
-    include = r.get("include", list, [], required=True)
+    r.get("include", list, [], required=True)
+    r.get("base", str)
     r.done()
     if r.ok and pack.schema_version != SCHEMA_VERSION:
         errors.error(r.value_loc("schema_version"), f"unsupported schema_version {pack.schema_version}",
                      f"this memconflict reads schema_version {SCHEMA_VERSION}")
+    pack.files = res.files
+    known = set(CORE_SECTIONS) | {a.section for a in ALGORITHMS.values()} | set(SECTIONS)
     raw: dict[str, Any] = {}
-    for name in str_list(include, "include", errors, r.loc):
-        f = root / name
-        if not f.is_file():
-            errors.error(name.loc, f"included file '{name}' does not exist", f"create {display_path(f)} or remove it from include")
+    for key, value in res.sections.items():
+        if key not in known:
+            errors.error(res.sections.key_locs[key], f"unknown section '{key}'", did_you_mean(key, known, "sections"))
             continue
-        pack.files.append(display_path(f))
-        doc = load_yaml(f)
-        if not isinstance(doc, YMap):
-            errors.error(getattr(doc, "loc", Loc(display_path(f))), "a pack file must be a mapping of sections", "")
-            continue
-        for key, value in doc.items():
-            known = set(CORE_SECTIONS) | {a.section for a in ALGORITHMS.values()} | set(SECTIONS)
-            if key not in known:
-                errors.error(doc.key_locs[key], f"unknown section '{key}'", did_you_mean(key, known, "sections"))
-                continue
-            if key in raw:
-                errors.error(doc.key_locs[key], f"section '{key}' is given twice",
-                             f"it is already defined at {pack.section_locs[key]}")
-                continue
-            raw[key] = value
-            pack.section_locs[key] = doc.key_locs[key]
+        raw[key] = value
+        pack.section_locs[key] = res.sections.key_locs[key]
     _SOURCES = pack.dsl_sources
     try:
         _load_sections(pack, raw, errors, registry)

@@ -29,7 +29,9 @@ def load(value: Any, pack: Pack, errors: Collector) -> VarPassConfig | None:
     file = r.get("file", str, "variables.yaml")
     r.done()
     try:
-        policy = load_policy(Path(pack.path) / str(file))
+        # relative to the pack file that names it (an overlay inherits its base's file)
+        folder = Path(file.loc.file).parent if hasattr(file, "loc") else Path(pack.path)
+        policy = load_policy(folder / str(file))
     except InputError as exc:
         errors.problems.extend(exc.problems)
         return None

@@ -13,6 +13,7 @@ from engine.dsl.parser import parse_expr, parse_signature
 from engine.core.errors import InputError
 from engine.passes.catalog import load_pack
 from engine.core.resources import default_pack_dir
+from engine.pack.overlay import base_of
 
 SHIPPED = sorted(p for p in default_pack_dir().parent.iterdir() if (p / "pack.yaml").is_file())
 ID_LINE = re.compile(r"^\s*(?:-\s+)?id:\s*['\"]?([^'\"\s#,}]+)")
@@ -32,6 +33,11 @@ def written_rule_ids(pack_dir) -> list[tuple[str, str, int]]:
 def test_shipped_pack_loads_and_ids_unique(pack_dir):
     pack = load_pack(pack_dir)
     assert pack.name and pack.version and pack.schema_version == 1
+    assert [rid for rid, loc in pack.rule_ids.items() if loc.file not in pack.files] == []
+    if base_of(pack_dir) is not None:
+        # an overlay's ids are its base's plus its own edits (tests/test_overlay.py checks where each is cited)
+        assert len(pack.rule_ids) > 50
+        return
     # ids are unique in the source (not only as dict keys: YAML text read apart from the loader) ...
     written = written_rule_ids(pack_dir)
     names = [rid for rid, _, _ in written]

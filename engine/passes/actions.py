@@ -32,11 +32,10 @@ from engine.core.errors import Loc, PassFailure
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor
 from engine.passes.insertion import InsertSpec, apply_neighbour_attrs, build_op
 from engine.dsl.library import PrimSpec
-from engine.core.attrs import attr_value
+from engine.core.attrs import attr_value, write_attr
 from engine.proto import ge_ir_pb2 as pb
 from engine.passes.surgery_hooks import SurgeryHooks
 
-LV = pb.AttrDef.ListValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,14 +254,14 @@ class Rewriter:
         return list(targets)
 
     def set_attr(self, node: Node, key: str, value) -> Node:
-        _set_value(node.op.attr[key], value)
+        write_attr(node.op.attr[key], value)
         self._diag(node, f"{node.name}: attribute {key} = {_show(value)}", {"attr": key, "value": value})
         return node
 
     def append_attr(self, node: Node, key: str, values) -> Node:
         old = attr_value(node.attr(key))
         new = (list(old) if isinstance(old, list) else []) + list(values or [])
-        _set_value(node.op.attr[key], new)
+        write_attr(node.op.attr[key], new)
         self._diag(node, f"{node.name}: attribute {key} = {_show(new)}", {"attr": key, "value": new})
         return node
 
@@ -270,7 +269,7 @@ class Rewriter:
         d = anchor.desc if anchor is not None else None
         if d is None:
             self._fail(f"no tensor descriptor for {anchor_ref(anchor)}", anchor.node if anchor is not None else None)
-        _set_value(d.attr[key], value)
+        write_attr(d.attr[key], value)
         side = "output" if anchor.is_out else "input"
         self._diag(anchor.node, f"{anchor.node.name}: {side} {anchor.idx} tensor attribute {key} = {_show(value)}",
                    {"anchor": f"{side}:{anchor.idx}", "attr": key, "value": value})
@@ -321,29 +320,6 @@ def _ports(spec: InsertSpec, n_in: int, n_out: int, labels: list | None = None) 
         stem = base[0] if base else "p"
         return [f"{stem}{k}" for k in labels_]
     return names(spec.inputs, n_in), names(spec.outputs, n_out)
-
-
-def _set_value(a: pb.AttrDef, value) -> None:
-    if isinstance(value, bool):
-        a.b = value
-    elif isinstance(value, int):
-        a.i = value
-    elif isinstance(value, str):
-        a.s = value.encode()
-    elif isinstance(value, (list, tuple)):
-        lv = a.list
-        lv.Clear()
-        if all(isinstance(x, bool) for x in value) and value:
-            lv.b.extend(value)
-            lv.val_type = LV.VT_LIST_BOOL
-        elif all(isinstance(x, str) for x in value) and value:
-            lv.s.extend(x.encode() for x in value)
-            lv.val_type = LV.VT_LIST_STRING
-        else:
-            lv.i.extend(int(x) for x in value)
-            lv.val_type = LV.VT_LIST_INT
-    else:
-        raise TypeError(f"unsupported attribute value {value!r}")
 
 
 def _show(value) -> str:

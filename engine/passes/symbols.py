@@ -21,7 +21,7 @@ from engine.core.graph import Graph, Model, Node, OutAnchor
 from engine.pack.model import Pack, Rule
 from engine.pack.loader import load_rules, parse_rule_expr
 from engine.dsl.library import bound_functions
-from engine.core.attrs import node_attr
+from engine.core.attrs import node_attr, typed_attr
 from engine.pack.rulelist import check_rules, compile_rules
 from engine.core.schema import Reader
 
@@ -148,7 +148,7 @@ class SymbolBuilder:
                     d = a.desc
                     if d is None or pidx not in d.attr or a.peer is None:
                         continue
-                    p = d.attr[pidx].i
+                    p = typed_attr(d.attr, pidx, "i") or 0
                     if not 0 <= p < len(parent.outs):
                         continue
                     sym = t.union(self._sym_of_out(t, a.peer), self._sym_of_out(t, parent.outs[p]))

@@ -17,7 +17,7 @@ from engine.core.graph import Graph, InAnchor, Node
 from engine.passes.insertion import apply_neighbour_attrs, build_op
 from engine.pack.model import Pack
 from engine.pack.loader import parse_rule_expr
-from engine.core.attrs import node_attr
+from engine.core.attrs import node_attr, typed_attr
 from engine.core.schema import Reader
 
 PREDICATES = {
@@ -134,7 +134,7 @@ class CtrlNodeConflict:
             desc = peers[0].desc
             if desc is None or pidx not in desc.attr:
                 continue
-            q = desc.attr[pidx].i
+            q = typed_attr(desc.attr, pidx, "i") or 0
             if p != q:
                 exchanged.append(d)
             else:

@@ -27,7 +27,7 @@ from engine.passes.insertion import InsertSpec, build_op, load_insert_spec
 from engine.pack.model import Pack, Rule
 from engine.pack.loader import load_rules, parse_rule_expr
 from engine.dsl.library import PrimSpec, bound_functions
-from engine.core.attrs import node_attr
+from engine.core.attrs import node_attr, set_attr, typed_attr
 from engine.pack.rulelist import check_rules, compile_rules
 from engine.core.schema import Reader, str_list
 from engine.core import surgery
@@ -301,7 +301,7 @@ class RWPass:
                 self.ref_out.setdefault(node, {})[out_idx] = in_idx
                 self.ref_in.setdefault(node, {})[in_idx] = out_idx
                 if self.cfg.reference_attr:
-                    node.op.attr[self.cfg.reference_attr].b = True
+                    set_attr(node.op.attr, self.cfg.reference_attr, True)
 
     # ---- subgraph propagation (MarkRWTypeForAllSubgraph) ----------------------------
     def mark_subgraphs(self) -> None:
@@ -333,7 +333,7 @@ class RWPass:
             d = a.desc
             if d is None or self.cfg.parent_index_attr not in d.attr:
                 raise PassFailure(self.spec.id, f"subgraph output input {a.idx} has no {self.cfg.parent_index_attr}", n.name)
-            p = d.attr[self.cfg.parent_index_attr].i
+            p = typed_attr(d.attr, self.cfg.parent_index_attr, "i") or 0
             src = a.peer
             t = self.output_rw(src)
             if t.value == self.OUT_W and not self.optimizable(parent, p):

@@ -6,10 +6,10 @@ through their ref outputs; the last one in a chain gets `<var>_TO_<w>_REF_<o>`.
 """
 from __future__ import annotations
 
+from engine.core.attrs import set_attr, typed_attr
 from engine.core.errors import PassFailure
 from engine.core.graph import Graph, Node
 from engine.core.surgery import insert_before, link, link_ctrl, replace_peer
-from engine.varmgr.nodes import attr_str
 from engine.varmgr.policy import VarPolicy, one
 from engine.varmgr.passes.util import Change
 from engine.varmgr.passes.util import add_node, make_op
@@ -49,12 +49,12 @@ def _is_ref_node(node: Node, policy: VarPolicy) -> bool:
     `variable_TO_variable1_REF_0`, so nodes carrying `ref_var_src_var_name` are
     never followed as writers.
     """
-    return attr_str(node.op.attr, policy.attrs.ref_var_src_var_name) is not None
+    return typed_attr(node.op.attr, policy.attrs.ref_var_src_var_name, "s") is not None
 
 
 def type_key(node: Node, policy: VarPolicy) -> str:
     if node.type in policy.op_types.framework_op:
-        return attr_str(node.op.attr, policy.attrs.original_type) or node.type
+        return typed_attr(node.op.attr, policy.attrs.original_type, "s") or node.type
     return node.type
 
 
@@ -106,7 +106,7 @@ def _walk(start: Node, in_idx: int, o: int, var: Node, ref_map: RefMap, policy: 
 def _ref_op(var: Node, name: str, policy: VarPolicy):
     desc = var.op.output_desc[0] if var.op.output_desc else None
     op = make_op(name, var.type, [desc] if desc else [], [desc] if desc else [])
-    op.attr[policy.attrs.ref_var_src_var_name].s = var.name.encode()
+    set_attr(op.attr, policy.attrs.ref_var_src_var_name, var.name)
     return op
 
 
@@ -115,13 +115,13 @@ def add_variable_ref(w: Node, var: Node, o: int, policy: VarPolicy, changes: lis
         return                                       # warning in GE, SUCCESS
     key = policy.attrs.ref_var_src_var_name
     for peer in w.outs[o].peers:
-        if peer.node.type in policy.op_types.var_like and attr_str(peer.node.op.attr, key) == var.name:
+        if peer.node.type in policy.op_types.var_like and typed_attr(peer.node.op.attr, key, "s") == var.name:
             return                                   # already has its VariableRef
     name = f"{var.name}_TO_{w.name}_REF_{o}"
     op = _ref_op(var, name, policy)
-    label = attr_str(w.op.attr, policy.attrs.stream_label)
+    label = typed_attr(w.op.attr, policy.attrs.stream_label, "s")
     if label:
-        op.attr[policy.attrs.stream_label].s = label.encode()
+        set_attr(op.attr, policy.attrs.stream_label, label)
     data_peers = [p for anchor in w.outs for p in anchor.peers]
     ctrl_peers = list(w.out_ctrl)
     ref = add_node(w.graph, op, w)
@@ -140,7 +140,7 @@ def add_variable_ref(w: Node, var: Node, o: int, policy: VarPolicy, changes: lis
 
 def _original_type(node: Node, policy: VarPolicy) -> str:
     if node.type in policy.op_types.framework_op:
-        original = attr_str(node.op.attr, policy.attrs.original_type)
+        original = typed_attr(node.op.attr, policy.attrs.original_type, "s")
         if original is None:
             raise PassFailure(PASS_ID, f"FrameworkOp {node.name} has no attr "
                               f"'{policy.attrs.original_type}'", node.name)

@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from engine.core.errors import Collector, Loc, display_path
-from engine.core.graph import Model
+from engine.core.graph import Model, write_port_names
 from engine.core.attrs import attr_value, set_attr, write_attr
 from engine.proto import ge_ir_pb2 as pb
 from engine.core.schema import Reader
@@ -202,10 +202,7 @@ def _build_graph(g: pb.GraphDef, nodes: Any, edges: Any, dflt: dict, pack: Any,
             _desc(op.input_desc.add(), s["in_desc"].get(i), dflt, f"node '{name}' input {i}", errors, s["loc"])
         for i in range(n_out):
             _desc(op.output_desc.add(), s["out_desc"].get(i), dflt, f"node '{name}' output {i}", errors, s["loc"])
-        for key, names in (("_input_name", s["ins"]), ("_output_name", s["outs"])):
-            if isinstance(names, list) and names:
-                set_attr(op.attr, key + "_key", [str(x) for x in names], "list_s")
-                set_attr(op.attr, key + "_value", list(range(len(names))), "list_i")
+        write_port_names(op, *(list(v) if isinstance(v, list) else None for v in (s["ins"], s["outs"])))
         for i in range(n_in):
             if i in data_in[name]:
                 src, si, _ = data_in[name][i]

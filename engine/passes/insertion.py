@@ -8,7 +8,7 @@ from typing import Any
 
 from engine.core.errors import Collector, Loc, did_you_mean
 from engine.core.attrs import attr_kind, attr_value, set_attr, typed_attr
-from engine.core.graph import Graph, Node
+from engine.core.graph import Graph, Node, write_port_names
 from engine.proto import ge_ir_pb2 as pb
 from engine.core.schema import Reader, str_list
 
@@ -120,10 +120,7 @@ def build_op(ctx, spec: InsertSpec, graph: Graph, descs: list[pb.TensorDescripto
         op.input_desc.add().CopyFrom(clean_desc(d, spec.keep_desc_attrs, spec.drop_desc_attrs))
     for d in out_descs:
         op.output_desc.add().CopyFrom(clean_desc(d, spec.keep_desc_attrs, spec.drop_desc_attrs))
-    for prefix, names in (("_input_name", in_names), ("_output_name", out_names)):
-        if names:
-            set_attr(op.attr, prefix + "_key", list(names), "list_s")
-            set_attr(op.attr, prefix + "_value", list(range(len(names))), "list_i")
+    write_port_names(op, in_names, out_names)
     for key, value in spec.set_attrs:
         set_attr(op.attr, key, value)
     if src is not None:

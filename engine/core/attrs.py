@@ -22,9 +22,6 @@ from typing import Any
 
 from engine.proto import ge_ir_pb2 as pb
 
-ENGINE_ATTR = "_ge_attr_op_kernel_lib_name"
-PARENT_INDEX_ATTR = "_parent_node_index"
-
 _LV = pb.AttrDef.ListValue
 LIST_FIELDS = ("s", "i", "f", "b", "dt", "bt", "td", "t", "g", "na")
 _LIST_TYPES = {"s": _LV.VT_LIST_STRING, "i": _LV.VT_LIST_INT, "f": _LV.VT_LIST_FLOAT, "b": _LV.VT_LIST_BOOL,

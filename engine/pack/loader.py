@@ -83,6 +83,7 @@ def load_pack(path: str | Path | None, registry: Any) -> Pack:
 def _load_sections(pack: Pack, raw: dict, errors: Collector, registry: Any) -> None:
     ALGORITHMS, SECTIONS = registry.algorithms, registry.sections
 
+    _load_attr_keys(pack, raw.get("attr_keys"), errors)
     _load_classes(pack, raw.get("op_classes"), errors)
     _load_ops(pack, raw.get("ops"), raw.get("op_defaults"), errors)
     _load_passes(pack, raw, errors, registry.algorithms)
@@ -100,6 +101,25 @@ def _load_sections(pack: Pack, raw: dict, errors: Collector, registry: Any) -> N
         if algo is not None and algo.section not in pack.configs:
             errors.error(spec.loc, f"pass '{spec.id}' uses algorithm '{spec.algorithm}' but the pack has no '{algo.section}' section",
                          f"add a `{algo.section}:` section to one of the included files")
+
+
+def _load_attr_keys(pack: Pack, value: Any, errors: Collector) -> None:
+    """`attr_keys: {name: GE attribute key}`: the keys rules name as constants
+    (`PARENT_NODE_INDEX`) and primitives read (e.g. `parent_input`)."""
+    fallback = Loc(str(pack.path))
+    r = Reader(value if value is not None else {}, "attr_keys", errors, fallback)
+    for name in list(r.map):
+        key = r.get(name, str, "")
+        if not key:
+            errors.error(r.key_loc(name), f"attr_keys: '{name}' needs a GE attribute key", f"write `{name}: _ge_key`")
+            continue
+        pack.attr_keys[str(name)] = str(key)
+        pack.attr_key_locs[str(name)] = r.key_loc(name)
+    r.done()
+    for name, user in primitives.ATTR_KEY_USERS.items():
+        if name not in pack.attr_keys:
+            errors.error(pack.section_locs.get("attr_keys", fallback), f"attr_keys: no key '{name}' (the primitive "
+                         f"'{user}' reads it)", f"add `{name}: <GE attribute key>` to the pack's `attr_keys:`")
 
 
 def _load_classes(pack: Pack, value: Any, errors: Collector) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.passes.registry import register_section
-from engine.dsl.compiler import Compiler, Scope
+from engine.dsl.compiler import Compiler
 from engine.dsl.ast import Expr
 from engine.core.errors import Collector, Loc
 from engine.core.graph import Graph, Model, Node, OutAnchor
@@ -50,7 +50,7 @@ def load(value: Any, pack: Pack, errors: Collector) -> SymbolsConfig | None:
     preds_r.done()
     rfi = load_rules(r.get("ref_from_input", list, [], required=True), "symbols.ref_from_input", pack, errors, r.loc)
     rfo = load_rules(r.get("ref_from_other", list, []), "symbols.ref_from_other", pack, errors, r.loc)
-    pidx = str(r.get("parent_index_attr", str, "_parent_node_index"))
+    pidx = pack.attr_key("parent_node_index")
     nxt = str(r.get("next_iteration_attr", str, "_next_iteration"))
     r.done()
     comp = Compiler(pack.scope(("node", "anchor")), errors)
@@ -108,7 +108,7 @@ class SymbolBuilder:
 
     def __init__(self, ctx, cfg: SymbolsConfig):
         self.cfg = cfg
-        comp = Compiler(Scope(("node", "anchor"), {}, ctx.pack.class_sets(), bound_functions(ctx)), Collector())
+        comp = Compiler(ctx.pack.scope(("node", "anchor"), functions=bound_functions(ctx)), Collector())
         self.f_rfi = compile_rules(comp, cfg.ref_from_input, ("node", "anchor"))
         self.f_rfo = compile_rules(comp, cfg.ref_from_other, ("node", "anchor"))
         self.p = {k: comp.function(e, ("node",)) for k, e in cfg.predicates.items()}

@@ -97,8 +97,10 @@ class Evidence:
             return ["type", node.type]
         if not isinstance(e, Call) or not e.args:
             return None
-        key = e.args[-1].value if isinstance(e.args[-1], Const) and isinstance(e.args[-1].value, str) else None
-        if key is None:
+        last = e.args[-1]
+        key = last.value if isinstance(last, Const) else \
+            self.ctx.pack.constants().get(last.name) if isinstance(last, Var) else None   # PARENT_NODE_INDEX
+        if not isinstance(key, str):
             return None
         if e.fn in ("attr", "has_attr", "attr_true") and _is_var(e.args[0], "node"):
             return [key, show(node_attr(node, key))]

@@ -31,7 +31,7 @@ from typing import Any, Callable
 from engine.passes.registry import Algorithm, register
 from engine.core import surgery
 from engine.passes.context import Diagnostic, Insertion
-from engine.dsl.compiler import Compiler, Scope
+from engine.dsl.compiler import Compiler
 from engine.dsl.ast import Expr
 from engine.core.errors import Collector, Loc, PassFailure, did_you_mean
 from engine.core.graph import Graph, Node
@@ -159,8 +159,8 @@ class _State:
 
     def __init__(self, ctx, cfg: AtomicConfig, spec):
         self.loop = False
-        comp = Compiler(Scope(("graph", "node"), {}, ctx.pack.class_sets(),
-                              bound_functions(ctx, QUERY_PRIMITIVES)), Collector())
+        comp = Compiler(ctx.pack.scope(("graph", "node"), functions=bound_functions(ctx, QUERY_PRIMITIVES)),
+                        Collector())
         self.p: dict[str, Callable] = {k: comp.function(e, ("graph", "node")) for k, e in cfg.predicates.items()}
 
 

@@ -49,7 +49,7 @@ def load_ctrl(value: Any, pack: Pack, errors: Collector, fallback: Loc) -> CtrlN
         if e is not None:
             preds[name] = e
     body = r.get("body_index", int, 1)
-    pidx = r.get("parent_index_attr", str, "_parent_node_index")
+    pidx = pack.attr_key("parent_node_index")
     r.done()
     return CtrlNodeConfig(preds, int(body), str(pidx), r.loc)
 

@@ -31,7 +31,7 @@ from typing import Any, Callable
 from engine.passes.registry import Algorithm, register
 from engine.passes.actions import ACTION_PRIMS, Rewriter, Why
 from engine.dsl.ast import Call, Const, Expr, walk
-from engine.dsl.compiler import Compiler, Scope
+from engine.dsl.compiler import Compiler
 from engine.core.errors import Collector, Loc, did_you_mean
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor
 from engine.passes.insertion import InsertSpec, load_insert_spec
@@ -292,7 +292,7 @@ class _Compiled:
         own = dict(self.rewriter.bound())
         own["insert_name"] = self.insert_name
         prims = bound_functions(ctx, {**REWRITE_PRIMS, **fn_specs}, {**own, **{n: _late for n in fn_specs}})
-        comp = Compiler(Scope(BASE_VARS, {}, ctx.pack.class_sets(), prims), Collector())
+        comp = Compiler(ctx.pack.scope(BASE_VARS, functions=prims), Collector())
         for f in rs.functions.values():
             comp.define(f.name, f.params, f.body)
         self.gate = comp.function(rs.gate, ("graph",)) if rs.gate is not None else None

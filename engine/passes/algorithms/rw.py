@@ -110,7 +110,7 @@ def load(value: Any, pack: Pack, errors: Collector) -> RWConfig | None:
             if e is not None:
                 preds[name] = e
     preds_r.done()
-    pidx = str(r.get("parent_index_attr", str, "_parent_node_index"))
+    pidx = pack.attr_key("parent_node_index")
     ref_attr = str(r.get("reference_attr", str, ""))
     insert = load_insert_spec(r.get("insert", dict, None, required=True), "rw_conflict.insert", errors, r.loc)
     r.done()
@@ -188,13 +188,12 @@ class RWPass:
             "single_output_rw": self._single_output_value,
         })
         pack = ctx.pack
-        from engine.dsl.compiler import Scope
-        comp = Compiler(Scope(("node", "anchor"), consts, pack.class_sets(), prims), Collector())
+        comp = Compiler(pack.scope(("node", "anchor"), consts, functions=prims), Collector())
         self.f_out = compile_rules(comp, cfg.output_rules, ("node", "anchor"))
         self.f_in = compile_rules(comp, cfg.input_rules, ("node", "anchor"))
         self.f_out_over = compile_rules(comp, cfg.output_overrides, ("node", "anchor"))
         self.f_in_over = compile_rules(comp, cfg.input_overrides, ("node", "anchor"))
-        pcomp = Compiler(Scope(("node",), consts, pack.class_sets(), prims), Collector())
+        pcomp = Compiler(pack.scope(("node",), consts, functions=prims), Collector())
         self.p = {k: pcomp.function(e, ("node",)) for k, e in cfg.predicates.items()}
         self.hooks = surgery_hooks(ctx)
         R, O = cfg.in_role, cfg.out_role

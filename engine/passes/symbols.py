@@ -51,7 +51,7 @@ def load(value: Any, pack: Pack, errors: Collector) -> SymbolsConfig | None:
     rfi = load_rules(r.get("ref_from_input", list, [], required=True), "symbols.ref_from_input", pack, errors, r.loc)
     rfo = load_rules(r.get("ref_from_other", list, []), "symbols.ref_from_other", pack, errors, r.loc)
     pidx = pack.attr_key("parent_node_index")
-    nxt = str(r.get("next_iteration_attr", str, "_next_iteration"))
+    nxt = str(r.get("next_iteration_attr", str, "", required=True))
     r.done()
     comp = Compiler(pack.scope(("node", "anchor")), errors)
     check_rules(comp, rfi + rfo, ("node", "anchor"))

@@ -31,6 +31,7 @@ from engine.passes.context import Diagnostic, Insertion, anchor_ref
 from engine.core.errors import Loc, PassFailure
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor
 from engine.passes.insertion import InsertSpec, apply_neighbour_attrs, build_op
+from engine.dsl.ast import dsl_literal
 from engine.dsl.library import PrimSpec
 from engine.core.attrs import attr_value, write_attr
 from engine.proto import ge_ir_pb2 as pb
@@ -255,14 +256,14 @@ class Rewriter:
 
     def set_attr(self, node: Node, key: str, value) -> Node:
         write_attr(node.op.attr[key], value)
-        self._diag(node, f"{node.name}: attribute {key} = {_show(value)}", {"attr": key, "value": value})
+        self._diag(node, f"{node.name}: attribute {key} = {dsl_literal(value)}", {"attr": key, "value": value})
         return node
 
     def append_attr(self, node: Node, key: str, values) -> Node:
         old = attr_value(node.attr(key))
         new = (list(old) if isinstance(old, list) else []) + list(values or [])
         write_attr(node.op.attr[key], new)
-        self._diag(node, f"{node.name}: attribute {key} = {_show(new)}", {"attr": key, "value": new})
+        self._diag(node, f"{node.name}: attribute {key} = {dsl_literal(new)}", {"attr": key, "value": new})
         return node
 
     def set_desc_attr(self, anchor, key: str, value):
@@ -271,7 +272,7 @@ class Rewriter:
             self._fail(f"no tensor descriptor for {anchor_ref(anchor)}", anchor.node if anchor is not None else None)
         write_attr(d.attr[key], value)
         side = "output" if anchor.is_out else "input"
-        self._diag(anchor.node, f"{anchor.node.name}: {side} {anchor.idx} tensor attribute {key} = {_show(value)}",
+        self._diag(anchor.node, f"{anchor.node.name}: {side} {anchor.idx} tensor attribute {key} = {dsl_literal(value)}",
                    {"anchor": f"{side}:{anchor.idx}", "attr": key, "value": value})
         return anchor
 
@@ -281,7 +282,7 @@ class Rewriter:
             self._fail(f"cannot set field {field} of {anchor_ref(anchor)}", anchor.node if anchor is not None else None)
         setattr(d, field, value)
         side = "output" if anchor.is_out else "input"
-        self._diag(anchor.node, f"{anchor.node.name}: {side} {anchor.idx} tensor {field} = {_show(value)}",
+        self._diag(anchor.node, f"{anchor.node.name}: {side} {anchor.idx} tensor {field} = {dsl_literal(value)}",
                    {"anchor": f"{side}:{anchor.idx}", "field": field, "value": value})
         return anchor
 
@@ -291,7 +292,7 @@ class Rewriter:
         rep = getattr(node.op, field)
         del rep[:]
         rep.extend(values or [])
-        self._diag(node, f"{node.name}: {field} = {_show(list(values or []))}", {"field": field, "value": list(values or [])})
+        self._diag(node, f"{node.name}: {field} = {dsl_literal(list(values or []))}", {"field": field, "value": list(values or [])})
         return node
 
     def topo_sort(self, graph: Graph) -> Graph:
@@ -320,15 +321,3 @@ def _ports(spec: InsertSpec, n_in: int, n_out: int, labels: list | None = None) 
         stem = base[0] if base else "p"
         return [f"{stem}{k}" for k in labels_]
     return names(spec.inputs, n_in), names(spec.outputs, n_out)
-
-
-def _show(value) -> str:
-    """A value as the DSL writes it."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_show(v) for v in value) + "]"
-    return str(value)
-

@@ -237,15 +237,17 @@ def topo_sort(graph: Graph, assign_ids: bool = True) -> list[Node] | None:
     return out
 
 
-def topo_sort_model(model) -> None:
-    """GE ComputeGraph::TopologicalSorting on the root: sort the root and every
-    subgraph, then number all nodes 0..n-1 in GetAllNodes order (one numbering for
-    the whole model, so ids compare across graphs)."""
-    for g in [model.root] + model.all_subgraphs():
-        topo_sort(g, assign_ids=False)
-    for i, n in enumerate(model.all_nodes()):
+def topo_sort_model(model, graph: Graph | None = None) -> list[Graph]:
+    """GE ComputeGraph::TopologicalSorting on `graph` (default the root): sort it and
+    every subgraph below it, then number their nodes 0..n-1 in GetAllNodes order (one
+    numbering for the whole model, so ids compare across graphs). Returns the graphs
+    that have a cycle (left in their order)."""
+    top = model.root if graph is None else graph
+    cyclic = [g for g in [top] + model.all_subgraphs(top) if topo_sort(g, assign_ids=False) is None]
+    for i, n in enumerate(model.all_nodes(top)):
         if n.op.id != i:
             n.op.id = i
+    return cyclic
 
 
 def successors(n: Node) -> list[Node]:

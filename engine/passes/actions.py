@@ -296,16 +296,10 @@ class Rewriter:
         return node
 
     def topo_sort(self, graph: Graph) -> Graph:
-        """ComputeGraph::TopologicalSorting: the graph and the subgraphs below it are sorted,
-        then their nodes are numbered 0..n-1 in GetAllNodes order (from the root: one
-        numbering for the whole model, as surgery.topo_sort_model)."""
-        model = graph.model
-        for g in [graph] + model.all_subgraphs(graph):
-            if surgery.topo_sort(g, assign_ids=False) is None:
-                raise PassFailure(self.pass_id, f"graph '{g.name}' has a cycle; it cannot be sorted topologically")
-        for i, n in enumerate(model.all_nodes(graph)):
-            if n.op.id != i:
-                n.op.id = i
+        """ComputeGraph::TopologicalSorting (surgery.topo_sort_model); a cycle fails the pass."""
+        cyclic = surgery.topo_sort_model(graph.model, graph)
+        if cyclic:
+            raise PassFailure(self.pass_id, f"graph '{cyclic[0].name}' has a cycle; it cannot be sorted topologically")
         return graph
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import heapq
 from typing import Callable, Iterable
 
-from engine.core.graph import Graph, InAnchor, Node, OutAnchor
+from engine.core.graph import Graph, InAnchor, Node, OutAnchor, write_port_names
 from engine.proto import ge_ir_pb2 as pb
 
 
@@ -64,6 +64,18 @@ def connected(a: Node, b: Node) -> bool:
 
 
 # ---- node creation --------------------------------------------------------
+def make_op(name: str, type_: str, inputs: list[pb.TensorDescriptor], outputs: list[pb.TensorDescriptor],
+            in_names: list[str] | None = None, out_names: list[str] | None = None) -> pb.OpDef:
+    """A new OpDef: one input/output per descriptor (copied), ports named when names are given."""
+    op = pb.OpDef(name=name, type=type_)
+    for td in inputs:
+        op.input_desc.add().CopyFrom(td)
+    for td in outputs:
+        op.output_desc.add().CopyFrom(td)
+    write_port_names(op, in_names, out_names)
+    return op
+
+
 def new_node(graph: Graph, op: pb.OpDef, after: Node | None) -> Node:
     """Add `op` to `graph`: right after `after` (sharing its id) or at the end."""
     node = Node(op, graph)

@@ -8,7 +8,8 @@ from typing import Any
 
 from engine.core.errors import Collector, Loc, did_you_mean
 from engine.core.attrs import attr_kind, attr_value, set_attr, typed_attr
-from engine.core.graph import Graph, Node, write_port_names
+from engine.core.graph import Graph, Node
+from engine.core.surgery import make_op
 from engine.proto import ge_ir_pb2 as pb
 from engine.core.schema import Reader, str_list
 
@@ -115,12 +116,9 @@ def build_op(ctx, spec: InsertSpec, graph: Graph, descs: list[pb.TensorDescripto
     fields = dict(fields)
     fields.setdefault("graph", graph.name)
     fields.setdefault("src", src.name if src is not None else "")
-    op = pb.OpDef(name=_unique_name(ctx, spec, graph, fields), type=spec.type)
-    for d in descs:
-        op.input_desc.add().CopyFrom(clean_desc(d, spec.keep_desc_attrs, spec.drop_desc_attrs))
-    for d in out_descs:
-        op.output_desc.add().CopyFrom(clean_desc(d, spec.keep_desc_attrs, spec.drop_desc_attrs))
-    write_port_names(op, in_names, out_names)
+    keep, drop = spec.keep_desc_attrs, spec.drop_desc_attrs
+    op = make_op(_unique_name(ctx, spec, graph, fields), spec.type, [clean_desc(d, keep, drop) for d in descs],
+                 [clean_desc(d, keep, drop) for d in out_descs], in_names, out_names)
     for key, value in spec.set_attrs:
         set_attr(op.attr, key, value)
     if src is not None:

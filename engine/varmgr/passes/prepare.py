@@ -9,10 +9,9 @@ from __future__ import annotations
 from engine.core.attrs import set_attr, typed_attr
 from engine.core.errors import PassFailure
 from engine.core.graph import Graph, Node
-from engine.core.surgery import insert_before, link, link_ctrl, replace_peer
+from engine.core.surgery import insert_before, link, link_ctrl, make_op, new_node, replace_peer
 from engine.varmgr.policy import VarPolicy, one
 from engine.varmgr.passes.util import Change
-from engine.varmgr.passes.util import add_node, make_op
 
 PASS_ID = "variable_prepare"
 RULE_REF = "var/ref-after-writer"
@@ -124,7 +123,7 @@ def add_variable_ref(w: Node, var: Node, o: int, policy: VarPolicy, changes: lis
         set_attr(op.attr, policy.attrs.stream_label, label)
     data_peers = [p for anchor in w.outs for p in anchor.peers]
     ctrl_peers = list(w.out_ctrl)
-    ref = add_node(w.graph, op, w)
+    ref = new_node(w.graph, op, w)
     for peer in data_peers:
         if _original_type(peer.node, policy) in policy.op_types.merge:
             ident = _identity_before(peer, w, policy, changes)
@@ -169,8 +168,8 @@ def insert_variable_ref(n: Node, i: int, var: Node, policy: VarPolicy, changes: 
                      one(policy.op_types.ref_identity), [td], [td])
     ref_op = _ref_op(var, f"{var.name}_TO_{n.name}_REF_{i}", policy)
     peers = [p.node for o in n.outs for p in o.peers] + list(n.out_ctrl)
-    ident = add_node(n.graph, bridge, src.node)
-    ref = add_node(n.graph, ref_op, n)
+    ident = new_node(n.graph, bridge, src.node)
+    ref = new_node(n.graph, ref_op, n)
     for p in peers:
         link_ctrl(ref, p)
     replace_peer(src, anchor, ident.ins[0])

@@ -13,7 +13,7 @@ from engine.core.resources import default_pack_dir
 from engine.core.yamlloc import load_yaml, loc_of
 from engine.varmgr import getypes as t
 from engine.varmgr.policy import (AttrNames, Allocator, FormatFusion, MemoryLimits, MemoryTypeSelection,
-    MemoryTypeSpec, OptionKeys, OpTypes, ReuseKind, ReuseRule, SizeRule, TransOp, TransSupport, VarKeyForm,
+    MemoryTypeSpec, NODE_NAME_FIELDS, NodeNames, OptionKeys, OpTypes, ReuseKind, ReuseRule, SizeRule, TransOp, TransSupport, VarKeyForm,
     VarPolicy)
 
 SCHEMA_VERSION = 1
@@ -116,9 +116,19 @@ def build_policy(doc, errors: Collector) -> VarPolicy:
     options = OptionKeys(opts.str("evaluate_mode"), opts.str("huge_page"), opts.loc)
     opts.done()
     fusion = _fusion(top.sub("format_fusion"), errors)
+    names = _node_names(top.sub("node_names"), errors)
     top.done()
     return VarPolicy(top.loc.file, version, op_types, attrs, var_key, memory, mem_types,
-                     selection, size_rule, reuse, options, fusion)
+                     selection, size_rule, reuse, options, fusion, names)
+
+
+def _node_names(m: _Map, errors: Collector) -> NodeNames:
+    values = {}
+    for name, allowed in NODE_NAME_FIELDS.items():
+        values[name] = m.str(name)
+        _placeholders(values[name], m.value_loc(name), allowed, errors)
+    m.done()
+    return NodeNames(**values, loc=m.loc)
 
 
 _SINGLE_TYPES = ("init_flag", "ref_identity", "identity")

@@ -106,3 +106,10 @@ def test_duplicate_rule_ids_name_both_places(tmp_path):
         load_policy(_edited(tmp_path, "id: var/size-compatible", "id: var/same-variable"))
     assert "reuse rule 'var/same-variable' at" in str(err.value)
     assert "already registered at" in str(err.value)
+
+
+def test_node_name_templates_are_policy(tmp_path):
+    p = load_policy(_edited(tmp_path, 'ref: "{var}_TO_{node}_REF_{index}"', 'ref: "{var}-ref-{node}-{index}"'))
+    assert p.node_names.ref.format(var="v", node="w", index=0) == "v-ref-w-0"
+    with pytest.raises(InputError, match=r"unknown placeholder '\{writer\}'"):
+        load_policy(_edited(tmp_path, 'ref: "{var}_TO_{node}_REF_{index}"', 'ref: "{writer}_REF"'))

@@ -116,8 +116,7 @@ def add_variable_ref(w: Node, var: Node, o: int, policy: VarPolicy, changes: lis
     for peer in w.outs[o].peers:
         if peer.node.type in policy.op_types.var_like and typed_attr(peer.node.op.attr, key, "s") == var.name:
             return                                   # already has its VariableRef
-    name = f"{var.name}_TO_{w.name}_REF_{o}"
-    op = _ref_op(var, name, policy)
+    op = _ref_op(var, policy.node_names.ref.format(var=var.name, node=w.name, index=o), policy)
     label = typed_attr(w.op.attr, policy.attrs.stream_label, "s")
     if label:
         set_attr(op.attr, policy.attrs.stream_label, label)
@@ -149,7 +148,7 @@ def _original_type(node: Node, policy: VarPolicy) -> str:
 
 def _identity_before(peer, w: Node, policy: VarPolicy, changes: list[Change]) -> Node:
     src = peer.peer
-    name = f"Identity_{w.name}_TO_{peer.node.name}_{peer.idx}"
+    name = policy.node_names.identity.format(writer=w.name, node=peer.node.name, index=peer.idx)
     td = src.node.op.output_desc[src.idx] if src.idx < len(src.node.op.output_desc) else None
     op = make_op(name, one(policy.op_types.identity), [td] if td else [], [td] if td else [])
     ident = insert_before(peer, op, keep_ctrl=lambda n: True)
@@ -164,9 +163,10 @@ def insert_variable_ref(n: Node, i: int, var: Node, policy: VarPolicy, changes: 
     if src is None:
         raise PassFailure(PASS_ID, f"ref input {i} of {n.name} has no producer", n.name)
     td = n.op.input_desc[i]
-    bridge = make_op(f"RefIdentity_{src.node.name}_{src.idx}_TO_{n.name}_{i}",
+    names = policy.node_names
+    bridge = make_op(names.ref_identity.format(src=src.node.name, src_index=src.idx, node=n.name, index=i),
                      one(policy.op_types.ref_identity), [td], [td])
-    ref_op = _ref_op(var, f"{var.name}_TO_{n.name}_REF_{i}", policy)
+    ref_op = _ref_op(var, names.ref.format(var=var.name, node=n.name, index=i), policy)
     peers = [p.node for o in n.outs for p in o.peers] + list(n.out_ctrl)
     ident = new_node(n.graph, bridge, src.node)
     ref = new_node(n.graph, ref_op, n)

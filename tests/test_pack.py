@@ -236,3 +236,10 @@ def test_unknown_attr_key_constant(pack_copy):
     edit(pack_copy / "rw.yaml", "has_attr(node, PARENT_NODE_INDEX)", "has_attr(node, PARENT_NODE_INDX)")
     msg = errors_of(pack_copy)
     assert "unknown name 'PARENT_NODE_INDX'" in msg and "did you mean 'PARENT_NODE_INDEX'?" in msg
+
+
+def test_unknown_variable_pass(pack_copy):
+    edit(pack_copy / "passes.yaml", "    config: variable_prepare\n", "    config: variable_prepar\n")
+    msg = errors_of(pack_copy)
+    assert "error: pass 'variable_prepare': no variable pass 'variable_prepar'" in msg
+    assert "did you mean 'variable_prepare'?" in msg

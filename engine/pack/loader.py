@@ -29,7 +29,7 @@ def load_pack(path: str | Path | None, registry: Any) -> Pack:
     (`.algorithms`: name → Algorithm, `.sections`: name → loader); the pass layer
     passes its own (engine/passes/catalog.py), so this layer imports none of it.
     """
-    ALGORITHMS, SECTIONS = registry.algorithms, registry.sections
+    SECTIONS = registry.sections
     root = Path(path) if path is not None else default_pack_dir()
     if root.is_file():
         root = root.parent
@@ -61,16 +61,18 @@ def load_pack(path: str | Path | None, registry: Any) -> Pack:
             errors.error(getattr(doc, "loc", Loc(display_path(f))), "a pack file must be a mapping of sections", "")
             continue
         for key, value in doc.items():
-            known = set(CORE_SECTIONS) | {a.section for a in ALGORITHMS.values()} | set(SECTIONS)
-            if key not in known:
-                errors.error(doc.key_locs[key], f"unknown section '{key}'", did_you_mean(key, known, "sections"))
-                continue
             if key in raw:
                 errors.error(doc.key_locs[key], f"section '{key}' is given twice",
                              f"it is already defined at {pack.section_locs[key]}")
                 continue
             raw[key] = value
             pack.section_locs[key] = doc.key_locs[key]
+    pack.algorithms = _declared_algorithms(raw, registry, errors, pack)
+    registry = type(registry)(pack.algorithms, SECTIONS, registry.families)
+    known = set(CORE_SECTIONS) | {a.section for a in pack.algorithms.values()} | set(SECTIONS) | set(registry.families)
+    for key in [k for k in raw if k not in known]:      # checked once families have declared their sections
+        errors.error(pack.section_locs[key], f"unknown section '{key}'", did_you_mean(key, known, "sections"))
+        del raw[key]
     _SOURCES = pack.dsl_sources
     try:
         _load_sections(pack, raw, errors, registry)
@@ -78,6 +80,23 @@ def load_pack(path: str | Path | None, registry: Any) -> Pack:
         _SOURCES = None
     errors.check()
     return pack
+
+
+def _declared_algorithms(raw: dict, registry: Any, errors: Collector, pack: Pack) -> dict:
+    """The registry's algorithms plus one per entry of a family key (`rewrite_sets: {name: doc}`)."""
+    algorithms = dict(registry.algorithms)
+    for key, make in registry.families.items():
+        r = Reader(raw.get(key), key, errors, Loc(str(pack.path)))
+        if key in raw:
+            pack.sections[key] = raw[key]
+        for name in list(r.map):
+            doc = r.get(name, str, "")
+            if name in algorithms:
+                errors.error(r.key_loc(name), f"{key}: '{name}' is already an algorithm", "give the family another name")
+                continue
+            algorithms[str(name)] = make(str(name), str(doc))
+        r.done()
+    return algorithms
 
 
 def _load_sections(pack: Pack, raw: dict, errors: Collector, registry: Any) -> None:

@@ -101,6 +101,7 @@ class Pack:
     surgery: "SurgerySpec | None" = None
     dsl_sources: list = field(default_factory=list)   # (source text, parsed value): for round-trip checks
     attr_keys: dict[str, str] = field(default_factory=dict)    # name → GE attribute key (`attr_keys:`)
+    algorithms: dict[str, Any] = field(default_factory=dict)   # the registry's plus the families' the pack declares
     attr_key_locs: dict[str, Loc] = field(default_factory=dict)
 
     def class_sets(self) -> dict[str, frozenset]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import gc
 import time
 
-from engine.passes.registry import ALGORITHMS
 from engine.passes.context import Diagnostic, PassRun, RunContext
 from engine.dsl.compiler import Compiler
 from engine.core.errors import Collector, InputError, Loc, PassFailure, Problem, did_you_mean
@@ -62,7 +61,7 @@ def check_graph(ctx: RunContext) -> None:
 
 def run_passes(ctx: RunContext, passes: list[PassSpec]) -> None:
     for spec in passes:
-        algo = ALGORITHMS[spec.algorithm]
+        algo = ctx.pack.algorithms[spec.algorithm]
         cfg = ctx.pack.configs[algo.section]
         ctx.current_pass = spec.id
         graphs = [ctx.model.root]

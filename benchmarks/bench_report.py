@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from engine.core.attrs import set_attr  # noqa: E402
 from engine.passes.context import RunContext  # noqa: E402
 from engine.core.dumpio import build_model, load_model  # noqa: E402
 from engine.report.html import render_html  # noqa: E402
@@ -37,10 +38,7 @@ def _op(g: pb.GraphDef, name: str, typ: str, inputs: list[str], outputs: int, **
     for _ in range(outputs):
         op.output_desc.add(dtype=pb.DT_FLOAT, shape=pb.ShapeDef(dim=[32, 64]), layout="ND")
     for key, value in attrs.items():
-        if isinstance(value, bool):
-            op.attr[key].b = value
-        else:
-            op.attr[key].i = value
+        set_attr(op.attr, key, value)
     return op
 
 
@@ -54,7 +52,7 @@ def make_model(insertions: int) -> pb.ModelDef:
             _op(sub, f"block_{k}/then/arg", "Data", [], 1, _parent_node_index=0)
             _op(sub, f"block_{k}/then/allreduce", "HcomAllReduce", [f"block_{k}/then/arg:0"], 1, _input_mutable=True)
             out = _op(sub, f"block_{k}/then/NetOutput", "NetOutput", [f"block_{k}/then/allreduce:0"], 0)
-            out.input_desc[0].attr["_parent_node_index"].i = 0
+            set_attr(out.input_desc[0].attr, "_parent_node_index", 0)
             _op(root, f"block_{k}/weights", "Const", [], 1)
             parent = _op(root, f"block_{k}/If", "If", [f"block_{k}/weights:0"], 1)
             parent.subgraph_name.append(sub.name)

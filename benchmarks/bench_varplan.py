@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from engine.core.attrs import set_attr  # noqa: E402
 from engine.core.dumpio import build_model  # noqa: E402
 from engine.proto import ge_ir_pb2 as pb  # noqa: E402
 from engine.varmgr import TensorDesc, VarManagerPool, VarOp  # noqa: E402
@@ -72,7 +73,7 @@ def make_model(n: int) -> pb.ModelDef:
         if kind == "Constant":
             op.attr["value"].t.data = (k % (n // 40 + 1)).to_bytes(8, "little") * 128
         elif kind == "FileConstant":
-            op.attr["file_path"].s = f"weights/part{k % 100}.bin".encode()
+            set_attr(op.attr, "file_path", f"weights/part{k % 100}.bin")
         else:
             a = g.op.add()
             a.CopyFrom(assign)

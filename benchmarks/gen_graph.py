@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from engine.core.attrs import set_attr  # noqa: E402
 from engine.core.dumpio import model_to_text, write_atomic  # noqa: E402
 from engine.proto import ge_ir_pb2 as pb  # noqa: E402
 
@@ -104,19 +105,13 @@ NO_INPUT = Val("", T(UNDEF, (), "RESERVED"))   # an unconnected optional input s
 
 
 def _set_attr(attrs, key: str, value) -> None:
-    a = attrs[key]
-    if isinstance(value, bool):
-        a.b = value
-    elif isinstance(value, int):
-        a.i = value
-    elif isinstance(value, str):
-        a.s = value.encode()
-    elif isinstance(value, Strs):
-        a.list.s.extend(s.encode() for s in value.v)
-        a.list.val_type = pb.AttrDef.ListValue.VT_LIST_STRING
+    """Template attr values are hashable: `Strs` is a list of strings, a tuple a list of ints."""
+    if isinstance(value, Strs):
+        set_attr(attrs, key, list(value.v), "list_s")
+    elif isinstance(value, tuple):
+        set_attr(attrs, key, list(value), "list_i")
     else:
-        a.list.i.extend(value)
-        a.list.val_type = pb.AttrDef.ListValue.VT_LIST_INT
+        set_attr(attrs, key, value)
 
 
 def _build_desc(t: T, is_output: bool, extra: tuple) -> pb.TensorDescriptor:

@@ -175,12 +175,12 @@ def test_new_sections_and_scalar_fields(pack_copy):
 
 def test_chained_bases(pack_copy):
     mid = overlay(pack_copy.parent, {"a.yaml": "overlay:\n  - replace: inplace.ability_attr\n    value: _mid\n"
-                                                 "  - replace: rw_conflict.parent_index_attr\n    value: _pi\n"}, name="mid")
+                                                 "  - replace: rw_conflict.reference_attr\n    value: _pi\n"}, name="mid")
     top = overlay(pack_copy.parent, {"b.yaml": "overlay:\n  - replace: inplace.ability_attr\n    value: _top\n"},
                   base="../mid", name="top")
     pack = load_pack(top)
     raw = pack.sections
-    assert raw["inplace"]["ability_attr"] == "_top" and raw["rw_conflict"]["parent_index_attr"] == "_pi"
+    assert raw["inplace"]["ability_attr"] == "_top" and raw["rw_conflict"]["reference_attr"] == "_pi"
     assert pack.files[-2:] == ["mid/a.yaml", "top/b.yaml"]
     res = resolve_pack(top, Collector())
     assert [p.name for p in res.chain] == ["top", "mid", "pack"] and mid in res.chain
@@ -238,7 +238,7 @@ def test_unknown_rule_id_is_a_located_error(pack_copy):
      "3:13: error: 'layout_conflict.absolute_conflict' has no item equal to this one", "copy the item exactly"),
     ("  - remove: layout_conflict.absolute_conflict[A]\n",
      "2:47: error: 'layout_conflict.absolute_conflict' is a list without ids", "items:"),
-    ("  - replace: rw_conflict.parent_index_attr\n    valeu: x\n", "3:5: error: overlay operation: unknown key 'valeu'",
+    ("  - replace: rw_conflict.reference_attr\n    valeu: x\n", "3:5: error: overlay operation: unknown key 'valeu'",
      "did you mean 'value'?"),
     ("  - add: op_classes\n    before: phony\n    value: {x: {types: [X]}}\n",
      "2:5: error: 'op_classes' is a mapping: add its new keys with `value: {KEY: ...}`", "are for lists"),

@@ -244,3 +244,31 @@ def test_default_pack_has_the_55_registrations(default_pack):
     assert sum(1 for r in cfg.registrations.values() if cfg.checkers[r.checker].per_symbol) == 6
     assert len(cfg.abs_conflict) == 10 and len(cfg.abs_no_conflict) == 3
     assert len(cfg.attributes) == 14
+
+
+def test_attr_keys_are_pack_constants(pack_copy):
+    pack = load_pack(pack_copy)
+    assert pack.attr_key("parent_node_index") == "_parent_node_index"
+    assert pack.constants()["PARENT_NODE_INDEX"] == "_parent_node_index"
+    # a renamed key reaches every rule that names it, and the primitives that read it
+    edit(pack_copy / "keys.yaml", "parent_node_index: _parent_node_index", "parent_node_index: _parent_idx")
+    assert load_pack(pack_copy).constants()["PARENT_NODE_INDEX"] == "_parent_idx"
+
+
+def test_attr_key_a_primitive_reads_is_required(pack_copy):
+    edit(pack_copy / "keys.yaml", "  op_kernel_lib: _ge_attr_op_kernel_lib_name\n", "")
+    msg = errors_of(pack_copy)
+    assert "error: attr_keys: no key 'op_kernel_lib' (the primitive 'engine' reads it)" in msg
+
+
+def test_unknown_attr_key_constant(pack_copy):
+    edit(pack_copy / "rw.yaml", "has_attr(node, PARENT_NODE_INDEX)", "has_attr(node, PARENT_NODE_INDX)")
+    msg = errors_of(pack_copy)
+    assert "unknown name 'PARENT_NODE_INDX'" in msg and "did you mean 'PARENT_NODE_INDEX'?" in msg
+
+
+def test_unknown_variable_pass(pack_copy):
+    edit(pack_copy / "passes.yaml", "    config: variable_prepare\n", "    config: variable_prepar\n")
+    msg = errors_of(pack_copy)
+    assert "error: pass 'variable_prepare': no variable pass 'variable_prepar'" in msg
+    assert "did you mean 'variable_prepare'?" in msg

@@ -3,7 +3,6 @@ leaves provenance, GE's edit styles differ as GE's do, and a new pass is a rule
 edit — the engine names no op type."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 
@@ -172,14 +171,24 @@ def test_new_pass_by_rule_edit(pack_copy, tmp_path):
     assert ins.rule_loc.file.endswith("memcpy.yaml")
 
 
-ENGINE_FILES = ["engine/passes/actions.py", "engine/dsl/queries.py", "engine/passes/algorithms/rewrite.py", "engine/passes/algorithms/atomic.py"]
-
-
-def test_engine_names_no_op_type():
-    types = set(PACK.ops) | {t for c in PACK.classes.values() for t in c.types}
-    for f in ENGINE_FILES:
-        quoted = set(re.findall(r"[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']", (ROOT / f).read_text()))
-        assert not (quoted & types), (f, sorted(quoted & types))
+def test_new_rewrite_family_by_rule_edit(pack_copy, tmp_path):
+    """A whole new family — its own file and section, declared in `rewrite_sets:` — is a rule edit."""
+    (pack_copy / "custom.yaml").write_text("custom_rewrites:" + NEW_RULE_SET)
+    edit(pack_copy / "pack.yaml", "  - passes.yaml\n", "  - passes.yaml\n  - custom.yaml\n")
+    edit(pack_copy / "passes.yaml", "rewrite_sets:\n", "rewrite_sets:\n  custom_rewrites: made-up passes (custom.yaml)\n")
+    edit(pack_copy / "passes.yaml", "  mem_rw_conflict:\n",
+         "  protect_writer_inputs:\n    algorithm: custom_rewrites\n  mem_rw_conflict:\n")
+    pack = load_pack(pack_copy)
+    assert pack.algorithms["custom_rewrites"].section == "custom_rewrites"
+    g = tmp_path / "g.yaml"
+    g.write_text("graphs:\n  root:\n    nodes:\n      k: Const\n      w: {type: CustomWriter, inputs: 1, outputs: 1}\n"
+                 "    edges: [k -> w]\n")
+    (ins,) = run_file(g, ["protect_writer_inputs"], pack).insertions
+    assert (ins.name, ins.rule) == ("w_custom_0", "custom/protect") and ins.rule_loc.file.endswith("custom.yaml")
+    # without the declaration the section is unknown and so is the algorithm
+    edit(pack_copy / "passes.yaml", "  custom_rewrites: made-up passes (custom.yaml)\n", "")
+    msg = errors_of(pack_copy)
+    assert "error: unknown section 'custom_rewrites'" in msg and "error: unknown algorithm 'custom_rewrites'" in msg
 
 
 def test_pass_failure_is_exit_1_naming_the_node(capsys):

@@ -102,7 +102,7 @@ def compute(old, new, graph_args, options: dict, passes, jobs: int, quiet: bool 
         sections = {}
         for src in (old, new):
             for pid, spec in src.pack.passes.items():
-                algo = ALGORITHMS.get(spec.algorithm)
+                algo = src.pack.algorithms.get(spec.algorithm)
                 if algo is not None:
                     sections[pid] = algo.section
         var = {ALGORITHMS[VAR_ALGORITHM].section} if VAR_ALGORITHM in ALGORITHMS else set()

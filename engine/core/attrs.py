@@ -1,16 +1,38 @@
-"""Reading GE attributes (AttrDef) as plain Python values."""
+"""GE attribute values (AttrDef) ⇄ plain Python values: the one codec.
+
+Reading: `attr_value` (any AttrDef), `node_attr`/`desc_attr` (by key), `typed_attr`
+(by key, only when the stored kind is the one asked for, as GE's AttrUtils::GetStr
+and friends). Writing: `write_attr`, `set_attr`.
+
+Value set, by kind (the AttrDef field; `list_*` are ListValue fields):
+
+    s   str            i   int           f   float          b   bool
+    dt  int (a DataType, written only when asked: kind="dt")  bt  bytes
+    list_s / list_i / list_f / list_b / list_dt / list_bt     lists of those
+    list_list_int  [[int]]                 list_list_float  [[float]]
+    t / td / g / func / ...                the protobuf message itself (read only)
+
+Note [list kinds]: a Python list does not say the kind of an empty list (GE dumps
+carry empty string lists, e.g. `_datadump_original_op_names`); give `kind=` then.
+Without it an empty list is a list of ints, GE's own default.
+"""
 from __future__ import annotations
 
 from typing import Any
 
 from engine.proto import ge_ir_pb2 as pb
 
-ENGINE_ATTR = "_ge_attr_op_kernel_lib_name"
-PARENT_INDEX_ATTR = "_parent_node_index"
+_LV = pb.AttrDef.ListValue
+LIST_FIELDS = ("s", "i", "f", "b", "dt", "bt", "td", "t", "g", "na")
+_LIST_TYPES = {"s": _LV.VT_LIST_STRING, "i": _LV.VT_LIST_INT, "f": _LV.VT_LIST_FLOAT, "b": _LV.VT_LIST_BOOL,
+               "bt": _LV.VT_LIST_BYTES, "dt": _LV.VT_LIST_DATA_TYPE}
+KINDS = ("s", "i", "f", "b", "dt", "bt") + tuple("list_" + k for k in _LIST_TYPES) + \
+    ("list_list_int", "list_list_float")
 
 
+# ---- reading --------------------------------------------------------------------
 def attr_value(a: pb.AttrDef | None) -> Any:
-    """An AttrDef as a plain Python value (lists by their val_type field)."""
+    """An AttrDef as a plain Python value (a list by its first non-empty field)."""
     if a is None:
         return None
     which = a.WhichOneof("value")
@@ -18,13 +40,9 @@ def attr_value(a: pb.AttrDef | None) -> Any:
         return None
     if which in ("s", "expression"):
         return getattr(a, which).decode("utf-8", "replace")
-    if which == "bt":
-        return a.bt
-    if which in ("i", "f", "b", "dt"):
-        return getattr(a, which)
     if which == "list":
         lv = a.list
-        for f in ("s", "i", "f", "b", "dt", "bt", "td", "t", "g", "na"):
+        for f in LIST_FIELDS:
             vals = getattr(lv, f)
             if len(vals):
                 if f == "s":
@@ -36,6 +54,17 @@ def attr_value(a: pb.AttrDef | None) -> Any:
     if which == "list_list_float":
         return [list(x.list_f) for x in a.list_list_float.list_list_f]
     return getattr(a, which)
+
+
+def attr_kind(a: pb.AttrDef | None) -> str | None:
+    """Which AttrDef field holds the value ("s", "i", "list", "t", ...), or None."""
+    return None if a is None else a.WhichOneof("value")
+
+
+def typed_attr(attrs, key: str, *kinds: str) -> Any:
+    """The value at `key` of an attribute map when it is stored as one of `kinds`, else None."""
+    a = attrs.get(key) if key in attrs else None
+    return attr_value(a) if attr_kind(a) in kinds else None
 
 
 def _node_of(x):
@@ -58,3 +87,69 @@ def desc_attr(anchor, key: str) -> Any:
     if d is None or key not in d.attr:
         return None
     return attr_value(d.attr[key])
+
+
+# ---- writing --------------------------------------------------------------------
+def set_attr(attrs, key: str, value: Any, kind: str | None = None) -> None:
+    """`attrs[key] = value` in an attribute map (OpDef.attr, TensorDescriptor.attr, ...)."""
+    write_attr(attrs[key], value, kind)
+
+
+def write_attr(a: pb.AttrDef, value: Any, kind: str | None = None) -> None:
+    """Store `value` in `a`, replacing what it held. `kind` (one of KINDS) forces the
+    field; by default it follows the Python type (bool, int, float, str, bytes, a list of
+    one of those, a list of lists of numbers). Raises ValueError for anything else."""
+    kind = kind or value_kind(value)
+    a.Clear()
+    if kind in ("s", "i", "f", "b", "dt", "bt"):
+        setattr(a, kind, value.encode() if kind == "s" else value)
+    elif kind in ("list_list_int", "list_list_float"):
+        rows, name, conv = ((a.list_list_int.list_list_i, "list_i", int) if kind == "list_list_int"
+                            else (a.list_list_float.list_list_f, "list_f", float))
+        getattr(a, kind).SetInParent()
+        for row in value:
+            getattr(rows.add(), name).extend(conv(x) for x in row)
+    elif kind.startswith("list_") and kind[5:] in _LIST_TYPES:
+        field = kind[5:]
+        getattr(a.list, field).extend(x.encode() if field == "s" else x for x in value)
+        a.list.val_type = _LIST_TYPES[field]
+    else:
+        raise ValueError(f"unknown attribute kind '{kind}' (expected one of: {', '.join(KINDS)})")
+
+
+def value_kind(value: Any) -> str:
+    """The AttrDef kind a plain Python value is written as (see the module doc)."""
+    scalar = _scalar_kind(value)
+    if scalar is not None:
+        return scalar
+    if isinstance(value, (list, tuple)):
+        if value and all(isinstance(x, (list, tuple)) for x in value):
+            cells = {_scalar_kind(x) for row in value for x in row}
+            if cells <= {"i"}:
+                return "list_list_int"
+            if cells <= {"i", "f"}:
+                return "list_list_float"
+            raise ValueError("a list of lists must hold numbers only")
+        kinds = {_scalar_kind(x) for x in value}
+        if not kinds:
+            return "list_i"
+        if len(kinds) == 1 and None not in kinds:
+            return "list_" + kinds.pop()
+        if kinds == {"i", "f"}:
+            return "list_f"
+        raise ValueError("a list must hold one kind of value")
+    raise ValueError(f"unsupported attribute value {value!r}")
+
+
+def _scalar_kind(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "b"
+    if isinstance(value, int):
+        return "i"
+    if isinstance(value, float):
+        return "f"
+    if isinstance(value, str):
+        return "s"
+    if isinstance(value, bytes):
+        return "bt"
+    return None

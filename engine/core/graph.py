@@ -16,7 +16,12 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from engine.core.attrs import set_attr
 from engine.proto import ge_ir_pb2 as pb
+
+# Note [port names]: GE's dump names ports in two parallel list attributes per side.
+PORT_NAME_ATTRS = (("input", "_input_name_key", "_input_name_value"),
+                   ("output", "_output_name_key", "_output_name_value"))
 
 
 class InAnchor:
@@ -108,8 +113,7 @@ class Node:
     # ---- port names (from _input_name_key/_value, _output_name_key/_value) ----
     def ports(self) -> tuple[dict[str, int], dict[str, int]]:
         if self._ports is None:
-            self._ports = (_name_map(self.op, "_input_name_key", "_input_name_value"),
-                           _name_map(self.op, "_output_name_key", "_output_name_value"))
+            self._ports = (_name_map(self.op, *PORT_NAME_ATTRS[0][1:]), _name_map(self.op, *PORT_NAME_ATTRS[1][1:]))
         return self._ports
 
     def input_name(self, idx: int) -> str | None:
@@ -126,17 +130,7 @@ class Node:
 
     def set_ports(self, inputs: list[str], outputs: list[str]) -> None:
         """Name the ports as GE's dump does (`_input_name_key/_value`, ...)."""
-        for prefix, names in (("_input_name", inputs), ("_output_name", outputs)):
-            if not names:
-                continue
-            key = self.op.attr[prefix + "_key"].list
-            key.Clear()
-            key.s.extend(n.encode() for n in names)
-            key.val_type = pb.AttrDef.ListValue.VT_LIST_STRING
-            val = self.op.attr[prefix + "_value"].list
-            val.Clear()
-            val.i.extend(range(len(names)))
-            val.val_type = pb.AttrDef.ListValue.VT_LIST_INT
+        write_port_names(self.op, inputs, outputs)
         self._ports = None
 
     # ---- neighbourhood --------------------------------------------------
@@ -165,6 +159,15 @@ def _name_map(op: pb.OpDef, key_attr: str, value_attr: str) -> dict[str, int]:
     keys = attrs[key_attr].list.s
     vals = attrs[value_attr].list.i
     return {k.decode("utf-8", "replace"): int(v) for k, v in zip(keys, vals)}
+
+
+def write_port_names(op: pb.OpDef, inputs: list[str] | None, outputs: list[str] | None) -> None:
+    """Name an op's ports as GE's dump does: `_input_name_key` [names] with
+    `_input_name_value` [0..n-1], the same for outputs; an empty side is left alone."""
+    for (_, key_attr, value_attr), names in zip(PORT_NAME_ATTRS, (inputs, outputs)):
+        if names:
+            set_attr(op.attr, key_attr, [str(n) for n in names], "list_s")
+            set_attr(op.attr, value_attr, list(range(len(names))), "list_i")
 
 
 class Graph:

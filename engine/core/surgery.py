@@ -8,7 +8,7 @@ from __future__ import annotations
 import heapq
 from typing import Callable, Iterable
 
-from engine.core.graph import Graph, InAnchor, Node, OutAnchor
+from engine.core.graph import Graph, InAnchor, Node, OutAnchor, write_port_names
 from engine.proto import ge_ir_pb2 as pb
 
 
@@ -64,6 +64,18 @@ def connected(a: Node, b: Node) -> bool:
 
 
 # ---- node creation --------------------------------------------------------
+def make_op(name: str, type_: str, inputs: list[pb.TensorDescriptor], outputs: list[pb.TensorDescriptor],
+            in_names: list[str] | None = None, out_names: list[str] | None = None) -> pb.OpDef:
+    """A new OpDef: one input/output per descriptor (copied), ports named when names are given."""
+    op = pb.OpDef(name=name, type=type_)
+    for td in inputs:
+        op.input_desc.add().CopyFrom(td)
+    for td in outputs:
+        op.output_desc.add().CopyFrom(td)
+    write_port_names(op, in_names, out_names)
+    return op
+
+
 def new_node(graph: Graph, op: pb.OpDef, after: Node | None) -> Node:
     """Add `op` to `graph`: right after `after` (sharing its id) or at the end."""
     node = Node(op, graph)
@@ -237,15 +249,17 @@ def topo_sort(graph: Graph, assign_ids: bool = True) -> list[Node] | None:
     return out
 
 
-def topo_sort_model(model) -> None:
-    """GE ComputeGraph::TopologicalSorting on the root: sort the root and every
-    subgraph, then number all nodes 0..n-1 in GetAllNodes order (one numbering for
-    the whole model, so ids compare across graphs)."""
-    for g in [model.root] + model.all_subgraphs():
-        topo_sort(g, assign_ids=False)
-    for i, n in enumerate(model.all_nodes()):
+def topo_sort_model(model, graph: Graph | None = None) -> list[Graph]:
+    """GE ComputeGraph::TopologicalSorting on `graph` (default the root): sort it and
+    every subgraph below it, then number their nodes 0..n-1 in GetAllNodes order (one
+    numbering for the whole model, so ids compare across graphs). Returns the graphs
+    that have a cycle (left in their order)."""
+    top = model.root if graph is None else graph
+    cyclic = [g for g in [top] + model.all_subgraphs(top) if topo_sort(g, assign_ids=False) is None]
+    for i, n in enumerate(model.all_nodes(top)):
         if n.op.id != i:
             n.op.id = i
+    return cyclic
 
 
 def successors(n: Node) -> list[Node]:

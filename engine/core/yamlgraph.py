@@ -33,8 +33,8 @@ from typing import Any
 import yaml
 
 from engine.core.errors import Collector, Loc, display_path
-from engine.core.graph import Model
-from engine.core.attrs import ENGINE_ATTR, attr_value
+from engine.core.graph import Model, write_port_names
+from engine.core.attrs import attr_value, set_attr, write_attr
 from engine.proto import ge_ir_pb2 as pb
 from engine.core.schema import Reader
 from engine.core.yamlloc import YList, YMap, load_yaml
@@ -43,6 +43,7 @@ _EDGE = re.compile(r"^\s*(?P<src>[^\s:~>-][^\s]*?)(?::(?P<si>\d+))?\s*(?P<kind>-
                    r"(?P<dst>[^\s:]+?)(?::(?P<di>\d+))?\s*$")
 DEFAULT_DESC = {"shape": [1, 1, 224, 224], "dtype": "DT_FLOAT", "layout": "NCHW"}
 PEER_INDEX_ATTR = "_src_out_peer_index_for_ge_txt_load"
+ENGINE_ATTR = "_ge_attr_op_kernel_lib_name"      # what a node's `engine:` field writes
 
 
 def load_yaml_graph(path: str | Path, pack: Any = None) -> tuple[Model, dict[str, str]]:
@@ -58,35 +59,11 @@ def load_yaml_graph(path: str | Path, pack: Any = None) -> tuple[Model, dict[str
 
 
 def _set_attr(a: pb.AttrDef, v: Any, loc: Loc, errors: Collector, key: str) -> None:
-    LV = pb.AttrDef.ListValue
-    if isinstance(v, bool):
-        a.b = v
-    elif isinstance(v, int):
-        a.i = v
-    elif isinstance(v, float):
-        a.f = v
-    elif isinstance(v, str):
-        a.s = v.encode()
-    elif isinstance(v, list):
-        if v and all(isinstance(x, list) for x in v):
-            for row in v:
-                a.list_list_int.list_list_i.add().list_i.extend(int(x) for x in row)
-        elif all(isinstance(x, bool) for x in v) and v:
-            a.list.b.extend(v)
-            a.list.val_type = LV.VT_LIST_BOOL
-        elif all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-            a.list.i.extend(v)
-            a.list.val_type = LV.VT_LIST_INT
-        elif all(isinstance(x, str) for x in v):
-            a.list.s.extend(x.encode() for x in v)
-            a.list.val_type = LV.VT_LIST_STRING
-        elif all(isinstance(x, (int, float)) for x in v):
-            a.list.f.extend(float(x) for x in v)
-            a.list.val_type = LV.VT_LIST_FLOAT
-        else:
-            errors.error(loc, f"attribute '{key}': a list must hold one kind of value", "use ints, strings, bools or lists of ints")
-    else:
-        errors.error(loc, f"attribute '{key}': unsupported value", "use a bool, int, float, string or list")
+    try:
+        write_attr(a, v)
+    except ValueError as exc:
+        errors.error(loc, f"attribute '{key}': {exc}",
+                     "use a bool, int, float or string, a list of one of those, or a list of lists of numbers")
 
 
 def _attrs(target, value: Any, what: str, errors: Collector, fallback: Loc) -> None:
@@ -176,7 +153,7 @@ def _build_graph(g: pb.GraphDef, nodes: Any, edges: Any, dflt: dict, pack: Any,
         _attrs(op.attr, r.get("attrs", dict), f"node '{name}'", errors, r.loc)
         engine = r.get("engine", str)
         if engine:
-            op.attr[ENGINE_ATTR].s = engine.encode()
+            set_attr(op.attr, ENGINE_ATTR, str(engine))
         specs[str(name)] = {"ins": ins, "outs": outs, "in_desc": r.get("input_desc", dict, {}) or {},
                             "out_desc": r.get("output_desc", dict, {}) or {}, "loc": loc,
                             "subgraphs": r.get("subgraphs", list, []) or []}
@@ -225,14 +202,7 @@ def _build_graph(g: pb.GraphDef, nodes: Any, edges: Any, dflt: dict, pack: Any,
             _desc(op.input_desc.add(), s["in_desc"].get(i), dflt, f"node '{name}' input {i}", errors, s["loc"])
         for i in range(n_out):
             _desc(op.output_desc.add(), s["out_desc"].get(i), dflt, f"node '{name}' output {i}", errors, s["loc"])
-        for key, names in (("_input_name", s["ins"]), ("_output_name", s["outs"])):
-            if isinstance(names, list) and names:
-                kl = op.attr[key + "_key"].list
-                kl.s.extend(str(x).encode() for x in names)
-                kl.val_type = pb.AttrDef.ListValue.VT_LIST_STRING
-                vl = op.attr[key + "_value"].list
-                vl.i.extend(range(len(names)))
-                vl.val_type = pb.AttrDef.ListValue.VT_LIST_INT
+        write_port_names(op, *(list(v) if isinstance(v, list) else None for v in (s["ins"], s["outs"])))
         for i in range(n_in):
             if i in data_in[name]:
                 src, si, _ = data_in[name][i]
@@ -260,9 +230,7 @@ def _build_graph(g: pb.GraphDef, nodes: Any, edges: Any, dflt: dict, pack: Any,
         for name, op in ops.items():
             vals = [peer_pos.get((name, i), -1) for i in range(len(op.input_desc))]
             vals += [-1] * (len(op.input) - len(vals))
-            lst = op.attr[PEER_INDEX_ATTR].list
-            lst.i.extend(vals[:len(op.input)])
-            lst.val_type = pb.AttrDef.ListValue.VT_LIST_INT
+            set_attr(op.attr, PEER_INDEX_ATTR, vals[:len(op.input)], "list_i")
     return need
 
 

@@ -27,16 +27,23 @@ class Const(Expr):
     value: Any = None
 
     def __str__(self) -> str:
-        v = self.value
-        if v is None:
-            return "none"
-        if v is True:
-            return "true"
-        if v is False:
-            return "false"
-        if isinstance(v, str):
-            return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        return str(v)
+        return dsl_literal(self.value)
+
+
+def dsl_literal(value: Any) -> str:
+    """A value as the DSL writes it: `none`, `true`/`false`, a "quoted" string (`\\` and `\"`
+    escaped), a number, a `[list, of, values]`."""
+    if value is None:
+        return "none"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(dsl_literal(v) for v in value) + "]"
+    return str(value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine.core.attrs import ENGINE_ATTR, PARENT_INDEX_ATTR, _node_of, attr_value, desc_attr, node_attr
+from engine.core.attrs import _node_of, attr_value, desc_attr, node_attr
 from engine.dsl.compiler import Primitive
 
 
@@ -22,12 +22,17 @@ class PrimSpec:
     factory: Callable[[Any], Callable]
 
 
-def parent_input(node):
-    """For a subgraph Data: the parent node's in-anchor at `_parent_node_index`."""
+# The pack's attribute keys (`attr_keys:`) that primitives read, with the primitive
+# that reads each; a pack must declare them.
+ATTR_KEY_USERS = {"parent_node_index": "parent_input", "op_kernel_lib": "engine"}
+
+
+def parent_input(node, key: str):
+    """For a subgraph Data: the parent node's in-anchor at its parent index (attribute `key`)."""
     n = _node_of(node)
     if n is None or n.graph is None or n.graph.parent_node is None:
         return None
-    idx = node_attr(n, PARENT_INDEX_ATTR)
+    idx = node_attr(n, key)
     parent = n.graph.parent_node
     if not isinstance(idx, int) or not 0 <= idx < len(parent.ins):
         return None
@@ -38,7 +43,7 @@ def engine_of(ctx, node) -> str:
     n = _node_of(node)
     if n is None:
         return ""
-    v = node_attr(n, ENGINE_ATTR)
+    v = node_attr(n, ctx.pack.attr_key("op_kernel_lib"))
     if isinstance(v, str) and v:
         return v
     return ctx.pack.engine_of_type(n.type)
@@ -149,9 +154,9 @@ GRAPH_PRIMITIVES: dict[str, PrimSpec] = dict([
     _spec("subgraphs", (1, 1), "subgraphs(node): its subgraph instances", lambda ctx: _subgraphs),
     _spec("nodes", (1, 1), "nodes(graph): its direct nodes in order", lambda ctx: _nodes),
     _spec("parent", (1, 1), "parent(node): the node owning the node's graph, or none", lambda ctx: _parent),
-    _spec("parent_input", (1, 1), "parent_input(data): parent's in-anchor at _parent_node_index",
-          lambda ctx: parent_input),
-    _spec("engine", (1, 1), "engine(node): kernel lib (_ge_attr_op_kernel_lib_name, else the op registry)",
+    _spec("parent_input", (1, 1), "parent_input(data): parent's in-anchor at its PARENT_NODE_INDEX",
+          lambda ctx: lambda n: parent_input(n, ctx.pack.attr_key("parent_node_index"))),
+    _spec("engine", (1, 1), "engine(node): kernel lib (attribute OP_KERNEL_LIB, else the op registry)",
           lambda ctx: lambda n: engine_of(ctx, n)),
     _spec("option", (1, 1), "option(key): a --option value (string) or none", lambda ctx: lambda k: _option(ctx, k)),
     _spec("input_name", (1, 1), "input_name(in_anchor): its port name or none",

@@ -29,7 +29,7 @@ def load_pack(path: str | Path | None, registry: Any) -> Pack:
     (`.algorithms`: name → Algorithm, `.sections`: name → loader); the pass layer
     passes its own (engine/passes/catalog.py), so this layer imports none of it.
     """
-    ALGORITHMS, SECTIONS = registry.algorithms, registry.sections
+    SECTIONS = registry.sections
     root = Path(path) if path is not None else default_pack_dir()
     if root.is_file():
         root = root.parent
@@ -53,14 +53,16 @@ def load_pack(path: str | Path | None, registry: Any) -> Pack:
         errors.error(r.value_loc("schema_version"), f"unsupported schema_version {pack.schema_version}",
                      f"this memconflict reads schema_version {SCHEMA_VERSION}")
     pack.files = res.files
-    known = set(CORE_SECTIONS) | {a.section for a in ALGORITHMS.values()} | set(SECTIONS)
     raw: dict[str, Any] = {}
     for key, value in res.sections.items():
-        if key not in known:
-            errors.error(res.sections.key_locs[key], f"unknown section '{key}'", did_you_mean(key, known, "sections"))
-            continue
         raw[key] = value
         pack.section_locs[key] = res.sections.key_locs[key]
+    pack.algorithms = _declared_algorithms(raw, registry, errors, pack)
+    registry = type(registry)(pack.algorithms, SECTIONS, registry.families)
+    known = set(CORE_SECTIONS) | {a.section for a in pack.algorithms.values()} | set(SECTIONS) | set(registry.families)
+    for key in [k for k in raw if k not in known]:      # checked once families have declared their sections
+        errors.error(pack.section_locs[key], f"unknown section '{key}'", did_you_mean(key, known, "sections"))
+        del raw[key]
     _SOURCES = pack.dsl_sources
     try:
         _load_sections(pack, raw, errors, registry)
@@ -70,9 +72,27 @@ def load_pack(path: str | Path | None, registry: Any) -> Pack:
     return pack
 
 
+def _declared_algorithms(raw: dict, registry: Any, errors: Collector, pack: Pack) -> dict:
+    """The registry's algorithms plus one per entry of a family key (`rewrite_sets: {name: doc}`)."""
+    algorithms = dict(registry.algorithms)
+    for key, make in registry.families.items():
+        r = Reader(raw.get(key), key, errors, Loc(str(pack.path)))
+        if key in raw:
+            pack.sections[key] = raw[key]
+        for name in list(r.map):
+            doc = r.get(name, str, "")
+            if name in algorithms:
+                errors.error(r.key_loc(name), f"{key}: '{name}' is already an algorithm", "give the family another name")
+                continue
+            algorithms[str(name)] = make(str(name), str(doc))
+        r.done()
+    return algorithms
+
+
 def _load_sections(pack: Pack, raw: dict, errors: Collector, registry: Any) -> None:
     ALGORITHMS, SECTIONS = registry.algorithms, registry.sections
 
+    _load_attr_keys(pack, raw.get("attr_keys"), errors)
     _load_classes(pack, raw.get("op_classes"), errors)
     _load_ops(pack, raw.get("ops"), raw.get("op_defaults"), errors)
     _load_passes(pack, raw, errors, registry.algorithms)
@@ -90,6 +110,25 @@ def _load_sections(pack: Pack, raw: dict, errors: Collector, registry: Any) -> N
         if algo is not None and algo.section not in pack.configs:
             errors.error(spec.loc, f"pass '{spec.id}' uses algorithm '{spec.algorithm}' but the pack has no '{algo.section}' section",
                          f"add a `{algo.section}:` section to one of the included files")
+
+
+def _load_attr_keys(pack: Pack, value: Any, errors: Collector) -> None:
+    """`attr_keys: {name: GE attribute key}`: the keys rules name as constants
+    (`PARENT_NODE_INDEX`) and primitives read (e.g. `parent_input`)."""
+    fallback = Loc(str(pack.path))
+    r = Reader(value if value is not None else {}, "attr_keys", errors, fallback)
+    for name in list(r.map):
+        key = r.get(name, str, "")
+        if not key:
+            errors.error(r.key_loc(name), f"attr_keys: '{name}' needs a GE attribute key", f"write `{name}: _ge_key`")
+            continue
+        pack.attr_keys[str(name)] = str(key)
+        pack.attr_key_locs[str(name)] = r.key_loc(name)
+    r.done()
+    for name, user in primitives.ATTR_KEY_USERS.items():
+        if name not in pack.attr_keys:
+            errors.error(pack.section_locs.get("attr_keys", fallback), f"attr_keys: no key '{name}' (the primitive "
+                         f"'{user}' reads it)", f"add `{name}: <GE attribute key>` to the pack's `attr_keys:`")
 
 
 def _load_classes(pack: Pack, value: Any, errors: Collector) -> None:

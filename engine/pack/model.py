@@ -13,7 +13,7 @@ from engine.dsl.ast import Expr, Signature
 from engine.core.errors import Loc
 
 SCHEMA_VERSION = 1
-CORE_SECTIONS = ("op_classes", "ops", "op_defaults", "stages", "passes", "pipeline", "surgery")
+CORE_SECTIONS = ("op_classes", "ops", "op_defaults", "stages", "passes", "pipeline", "surgery", "attr_keys")
 PASS_SCOPES = ("graph", "root")
 
 
@@ -100,6 +100,9 @@ class Pack:
     files: list[str] = field(default_factory=list)
     surgery: "SurgerySpec | None" = None
     dsl_sources: list = field(default_factory=list)   # (source text, parsed value): for round-trip checks
+    attr_keys: dict[str, str] = field(default_factory=dict)    # name → GE attribute key (`attr_keys:`)
+    algorithms: dict[str, Any] = field(default_factory=dict)   # the registry's plus the families' the pack declares
+    attr_key_locs: dict[str, Loc] = field(default_factory=dict)
 
     def class_sets(self) -> dict[str, frozenset]:
         return {name: c.types for name, c in self.classes.items()}
@@ -108,10 +111,28 @@ class Pack:
         spec = self.ops.get(op_type)
         return spec.engine if spec is not None and spec.engine else self.default_engine
 
+    def attr_key(self, name: str) -> str:
+        """The GE attribute key the pack declares under `attr_keys: {name: key}` ("" when
+        it declares none: the loader has reported that)."""
+        return self.attr_keys.get(name, "")
+
+    def constants(self) -> dict[str, str]:
+        """Named constants every DSL expression of the pack may use: its attribute keys,
+        named in upper case (`attr(node, PARENT_NODE_INDEX)`)."""
+        return {attr_key_constant(name): key for name, key in self.attr_keys.items()}
+
     def scope(self, variables: tuple[str, ...], constants: dict[str, Any] | None = None,
-              extra: dict[str, primitives.PrimSpec] | None = None) -> Scope:
-        return Scope(variables, dict(constants or {}), self.class_sets(),
-                     primitives.placeholder_functions(extra))
+              extra: dict[str, primitives.PrimSpec] | None = None,
+              functions: dict[str, Any] | None = None) -> Scope:
+        """What a DSL expression of this pack may name: `variables`, the pack's constants
+        plus `constants`, its op classes and `functions` (default: placeholders for checking)."""
+        return Scope(variables, {**self.constants(), **(constants or {})}, self.class_sets(),
+                     primitives.placeholder_functions(extra) if functions is None else functions)
+
+
+def attr_key_constant(name: str) -> str:
+    """`parent_node_index` → `PARENT_NODE_INDEX`, the name DSL expressions use."""
+    return name.upper()
 
 
 @dataclass(frozen=True, slots=True)

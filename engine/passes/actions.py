@@ -31,12 +31,12 @@ from engine.passes.context import Diagnostic, Insertion, anchor_ref
 from engine.core.errors import Loc, PassFailure
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor
 from engine.passes.insertion import InsertSpec, apply_neighbour_attrs, build_op
+from engine.dsl.ast import dsl_literal
 from engine.dsl.library import PrimSpec
-from engine.core.attrs import attr_value
+from engine.core.attrs import attr_value, write_attr
 from engine.proto import ge_ir_pb2 as pb
 from engine.passes.surgery_hooks import SurgeryHooks
 
-LV = pb.AttrDef.ListValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,24 +255,24 @@ class Rewriter:
         return list(targets)
 
     def set_attr(self, node: Node, key: str, value) -> Node:
-        _set_value(node.op.attr[key], value)
-        self._diag(node, f"{node.name}: attribute {key} = {_show(value)}", {"attr": key, "value": value})
+        write_attr(node.op.attr[key], value)
+        self._diag(node, f"{node.name}: attribute {key} = {dsl_literal(value)}", {"attr": key, "value": value})
         return node
 
     def append_attr(self, node: Node, key: str, values) -> Node:
         old = attr_value(node.attr(key))
         new = (list(old) if isinstance(old, list) else []) + list(values or [])
-        _set_value(node.op.attr[key], new)
-        self._diag(node, f"{node.name}: attribute {key} = {_show(new)}", {"attr": key, "value": new})
+        write_attr(node.op.attr[key], new)
+        self._diag(node, f"{node.name}: attribute {key} = {dsl_literal(new)}", {"attr": key, "value": new})
         return node
 
     def set_desc_attr(self, anchor, key: str, value):
         d = anchor.desc if anchor is not None else None
         if d is None:
             self._fail(f"no tensor descriptor for {anchor_ref(anchor)}", anchor.node if anchor is not None else None)
-        _set_value(d.attr[key], value)
+        write_attr(d.attr[key], value)
         side = "output" if anchor.is_out else "input"
-        self._diag(anchor.node, f"{anchor.node.name}: {side} {anchor.idx} tensor attribute {key} = {_show(value)}",
+        self._diag(anchor.node, f"{anchor.node.name}: {side} {anchor.idx} tensor attribute {key} = {dsl_literal(value)}",
                    {"anchor": f"{side}:{anchor.idx}", "attr": key, "value": value})
         return anchor
 
@@ -282,7 +282,7 @@ class Rewriter:
             self._fail(f"cannot set field {field} of {anchor_ref(anchor)}", anchor.node if anchor is not None else None)
         setattr(d, field, value)
         side = "output" if anchor.is_out else "input"
-        self._diag(anchor.node, f"{anchor.node.name}: {side} {anchor.idx} tensor {field} = {_show(value)}",
+        self._diag(anchor.node, f"{anchor.node.name}: {side} {anchor.idx} tensor {field} = {dsl_literal(value)}",
                    {"anchor": f"{side}:{anchor.idx}", "field": field, "value": value})
         return anchor
 
@@ -292,20 +292,14 @@ class Rewriter:
         rep = getattr(node.op, field)
         del rep[:]
         rep.extend(values or [])
-        self._diag(node, f"{node.name}: {field} = {_show(list(values or []))}", {"field": field, "value": list(values or [])})
+        self._diag(node, f"{node.name}: {field} = {dsl_literal(list(values or []))}", {"field": field, "value": list(values or [])})
         return node
 
     def topo_sort(self, graph: Graph) -> Graph:
-        """ComputeGraph::TopologicalSorting: the graph and the subgraphs below it are sorted,
-        then their nodes are numbered 0..n-1 in GetAllNodes order (from the root: one
-        numbering for the whole model, as surgery.topo_sort_model)."""
-        model = graph.model
-        for g in [graph] + model.all_subgraphs(graph):
-            if surgery.topo_sort(g, assign_ids=False) is None:
-                raise PassFailure(self.pass_id, f"graph '{g.name}' has a cycle; it cannot be sorted topologically")
-        for i, n in enumerate(model.all_nodes(graph)):
-            if n.op.id != i:
-                n.op.id = i
+        """ComputeGraph::TopologicalSorting (surgery.topo_sort_model); a cycle fails the pass."""
+        cyclic = surgery.topo_sort_model(graph.model, graph)
+        if cyclic:
+            raise PassFailure(self.pass_id, f"graph '{cyclic[0].name}' has a cycle; it cannot be sorted topologically")
         return graph
 
 
@@ -321,38 +315,3 @@ def _ports(spec: InsertSpec, n_in: int, n_out: int, labels: list | None = None) 
         stem = base[0] if base else "p"
         return [f"{stem}{k}" for k in labels_]
     return names(spec.inputs, n_in), names(spec.outputs, n_out)
-
-
-def _set_value(a: pb.AttrDef, value) -> None:
-    if isinstance(value, bool):
-        a.b = value
-    elif isinstance(value, int):
-        a.i = value
-    elif isinstance(value, str):
-        a.s = value.encode()
-    elif isinstance(value, (list, tuple)):
-        lv = a.list
-        lv.Clear()
-        if all(isinstance(x, bool) for x in value) and value:
-            lv.b.extend(value)
-            lv.val_type = LV.VT_LIST_BOOL
-        elif all(isinstance(x, str) for x in value) and value:
-            lv.s.extend(x.encode() for x in value)
-            lv.val_type = LV.VT_LIST_STRING
-        else:
-            lv.i.extend(int(x) for x in value)
-            lv.val_type = LV.VT_LIST_INT
-    else:
-        raise TypeError(f"unsupported attribute value {value!r}")
-
-
-def _show(value) -> str:
-    """A value as the DSL writes it."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_show(v) for v in value) + "]"
-    return str(value)
-

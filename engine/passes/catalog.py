@@ -11,9 +11,9 @@ from pathlib import Path
 from engine.pack import loader
 from engine.pack.model import Pack
 from engine.passes import algorithms  # noqa: F401  (importing it registers every algorithm)
-from engine.passes.registry import ALGORITHMS, SECTIONS, Registry
+from engine.passes.registry import ALGORITHMS, FAMILIES, SECTIONS, Registry
 
-REGISTRY = Registry(ALGORITHMS, SECTIONS)
+REGISTRY = Registry(ALGORITHMS, SECTIONS, FAMILIES)
 
 
 def load_pack(path: str | Path | None = None) -> Pack:

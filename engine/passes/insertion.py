@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.core.errors import Collector, Loc, did_you_mean
+from engine.core.attrs import attr_kind, attr_value, set_attr, typed_attr
 from engine.core.graph import Graph, Node
+from engine.core.surgery import make_op
 from engine.proto import ge_ir_pb2 as pb
 from engine.core.schema import Reader, str_list
 
@@ -103,16 +105,6 @@ def clean_desc(src: pb.TensorDescriptor | None, keep: tuple[str, ...] | None,
     return d
 
 
-def set_attr(op: pb.OpDef, key: str, value: Any) -> None:
-    a = op.attr[key]
-    if isinstance(value, bool):
-        a.b = value
-    elif isinstance(value, int):
-        a.i = value
-    else:
-        a.s = str(value).encode()
-
-
 def build_op(ctx, spec: InsertSpec, graph: Graph, descs: list[pb.TensorDescriptor | None],
              src: Node | None, fields: dict[str, Any], *, out_descs: list | None = None,
              in_names: list[str] | None = None, out_names: list[str] | None = None) -> pb.OpDef:
@@ -124,27 +116,16 @@ def build_op(ctx, spec: InsertSpec, graph: Graph, descs: list[pb.TensorDescripto
     fields = dict(fields)
     fields.setdefault("graph", graph.name)
     fields.setdefault("src", src.name if src is not None else "")
-    op = pb.OpDef(name=_unique_name(ctx, spec, graph, fields), type=spec.type)
-    for d in descs:
-        op.input_desc.add().CopyFrom(clean_desc(d, spec.keep_desc_attrs, spec.drop_desc_attrs))
-    for d in out_descs:
-        op.output_desc.add().CopyFrom(clean_desc(d, spec.keep_desc_attrs, spec.drop_desc_attrs))
-    for prefix, names in (("_input_name", in_names), ("_output_name", out_names)):
-        if not names:
-            continue
-        k = op.attr[prefix + "_key"].list
-        k.s.extend(n.encode() for n in names)
-        k.val_type = pb.AttrDef.ListValue.VT_LIST_STRING
-        v = op.attr[prefix + "_value"].list
-        v.i.extend(range(len(names)))
-        v.val_type = pb.AttrDef.ListValue.VT_LIST_INT
+    keep, drop = spec.keep_desc_attrs, spec.drop_desc_attrs
+    op = make_op(_unique_name(ctx, spec, graph, fields), spec.type, [clean_desc(d, keep, drop) for d in descs],
+                 [clean_desc(d, keep, drop) for d in out_descs], in_names, out_names)
     for key, value in spec.set_attrs:
-        set_attr(op, key, value)
+        set_attr(op.attr, key, value)
     if src is not None:
         for key in spec.copy_nonempty_from_src:
             if key in src.op.attr:
                 a = src.op.attr[key]
-                if a.WhichOneof("value") == "s" and not a.s:
+                if attr_kind(a) == "s" and not attr_value(a):
                     continue
                 op.attr[key].CopyFrom(a)
     return op
@@ -160,10 +141,9 @@ def apply_neighbour_attrs(op: pb.OpDef, spec: InsertSpec, src: Node | None, dst:
         if side is None:
             continue
         for key in keys:
-            a = side.op.attr[key] if key in side.op.attr else None
-            if a is not None and a.WhichOneof("value") == "b" and a.b:
-                a.b = False
-                op.attr[key].b = True
+            if typed_attr(side.op.attr, key, "b"):
+                set_attr(side.op.attr, key, False)
+                set_attr(op.attr, key, True)
 
 
 def _unique_name(ctx, spec: InsertSpec, graph: Graph, fields: dict[str, Any]) -> str:

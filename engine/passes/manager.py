@@ -10,9 +10,8 @@ from __future__ import annotations
 import gc
 import time
 
-from engine.passes.registry import ALGORITHMS
 from engine.passes.context import Diagnostic, PassRun, RunContext
-from engine.dsl.compiler import Compiler, Scope
+from engine.dsl.compiler import Compiler
 from engine.core.errors import Collector, InputError, Loc, PassFailure, Problem, did_you_mean
 from engine.core.graph import Model
 from engine.pack.model import Pack, PassSpec
@@ -32,7 +31,7 @@ def resolve_passes(pack: Pack, ids: list[str] | None, options: dict[str, str]) -
             raise InputError(problems)
         return [pack.passes[p] for p in ids]
     ctx = RunContext(pack, Model(None), options)
-    comp = Compiler(Scope((), {}, pack.class_sets(), bound_functions(ctx)), Collector())
+    comp = Compiler(pack.scope((), functions=bound_functions(ctx)), Collector())
     out = []
     for step in pack.pipeline:
         if step.gate is None or comp.function(step.gate, ())():
@@ -46,7 +45,7 @@ def check_graph(ctx: RunContext) -> None:
     spec = pack.surgery
     loop_edge = None
     if spec is not None and spec.loop_back_edge_from is not None:
-        comp = Compiler(Scope(("node",), {}, pack.class_sets(), bound_functions(ctx)), Collector())
+        comp = Compiler(pack.scope(("node",), functions=bound_functions(ctx)), Collector())
         loop_edge = comp.function(spec.loop_back_edge_from, ("node",))
     ctx.model.loop_back_source = loop_edge
     problems = []
@@ -62,7 +61,7 @@ def check_graph(ctx: RunContext) -> None:
 
 def run_passes(ctx: RunContext, passes: list[PassSpec]) -> None:
     for spec in passes:
-        algo = ALGORITHMS[spec.algorithm]
+        algo = ctx.pack.algorithms[spec.algorithm]
         cfg = ctx.pack.configs[algo.section]
         ctx.current_pass = spec.id
         graphs = [ctx.model.root]

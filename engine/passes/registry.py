@@ -11,7 +11,7 @@ An algorithm provides:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 
@@ -25,6 +25,9 @@ class Algorithm:
 
 
 ALGORITHMS: dict[str, Algorithm] = {}
+# algorithm families: a pack key (e.g. `rewrite_sets`) whose entries `{name: doc}` each become an
+# algorithm of that name, configured by the section of that name: make(name, doc) → Algorithm
+FAMILIES: dict[str, Callable[[str, str], Algorithm]] = {}
 # pack sections shared by several algorithms (e.g. `symbols`): name → load(value, pack, errors)
 SECTIONS: dict[str, Callable[..., Any]] = {}
 
@@ -35,6 +38,12 @@ def register_section(name: str, load: Callable[..., Any]) -> None:
     SECTIONS[name] = load
 
 
+def register_family(key: str, make: Callable[[str, str], Algorithm]) -> None:
+    if key in FAMILIES:
+        raise RuntimeError(f"algorithm family {key} registered twice")
+    FAMILIES[key] = make
+
+
 def register(algo: Algorithm) -> None:
     if algo.name in ALGORITHMS:
         raise RuntimeError(f"algorithm {algo.name} registered twice")
@@ -43,8 +52,10 @@ def register(algo: Algorithm) -> None:
 
 @dataclass(frozen=True)
 class Registry:
-    """What a pack may configure: algorithms by name and shared sections by name
-    (the pack loader takes one of these; engine/passes/catalog.py fills the default)."""
+    """What a pack may configure: algorithms by name, shared sections by name and the
+    algorithm families a pack declares members of (the pack loader takes one of these;
+    engine/passes/catalog.py fills the default)."""
 
     algorithms: dict[str, Algorithm]
     sections: dict[str, Callable[..., Any]]
+    families: dict[str, Callable[[str, str], Algorithm]] = field(default_factory=dict)

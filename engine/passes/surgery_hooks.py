@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from engine.dsl.compiler import Compiler, Scope
+from engine.dsl.compiler import Compiler
 from engine.core.errors import Collector
 from engine.dsl.library import bound_functions
 
@@ -26,7 +26,7 @@ def surgery_hooks(ctx) -> SurgeryHooks:
     spec = ctx.pack.surgery
     if spec is None:
         return SurgeryHooks(_never, _never, ())
-    comp = Compiler(Scope(("node",), {}, ctx.pack.class_sets(), bound_functions(ctx)), Collector())
+    comp = Compiler(ctx.pack.scope(("node",), functions=bound_functions(ctx)), Collector())
     keep_in = comp.function(spec.keep_in_ctrl_from, ("node",)) if spec.keep_in_ctrl_from else _never
     keep_out = comp.function(spec.keep_out_ctrl_of, ("node",)) if spec.keep_out_ctrl_of else _never
     return SurgeryHooks(keep_in, keep_out, spec.inherit_attrs)

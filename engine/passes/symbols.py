@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.passes.registry import register_section
-from engine.dsl.compiler import Compiler, Scope
+from engine.dsl.compiler import Compiler
 from engine.dsl.ast import Expr
 from engine.core.errors import Collector, Loc
 from engine.core.graph import Graph, Model, Node, OutAnchor
 from engine.pack.model import Pack, Rule
 from engine.pack.loader import load_rules, parse_rule_expr
 from engine.dsl.library import bound_functions
-from engine.core.attrs import node_attr
+from engine.core.attrs import node_attr, typed_attr
 from engine.pack.rulelist import check_rules, compile_rules
 from engine.core.schema import Reader
 
@@ -50,8 +50,8 @@ def load(value: Any, pack: Pack, errors: Collector) -> SymbolsConfig | None:
     preds_r.done()
     rfi = load_rules(r.get("ref_from_input", list, [], required=True), "symbols.ref_from_input", pack, errors, r.loc)
     rfo = load_rules(r.get("ref_from_other", list, []), "symbols.ref_from_other", pack, errors, r.loc)
-    pidx = str(r.get("parent_index_attr", str, "_parent_node_index"))
-    nxt = str(r.get("next_iteration_attr", str, "_next_iteration"))
+    pidx = pack.attr_key("parent_node_index")
+    nxt = str(r.get("next_iteration_attr", str, "", required=True))
     r.done()
     comp = Compiler(pack.scope(("node", "anchor")), errors)
     check_rules(comp, rfi + rfo, ("node", "anchor"))
@@ -108,7 +108,7 @@ class SymbolBuilder:
 
     def __init__(self, ctx, cfg: SymbolsConfig):
         self.cfg = cfg
-        comp = Compiler(Scope(("node", "anchor"), {}, ctx.pack.class_sets(), bound_functions(ctx)), Collector())
+        comp = Compiler(ctx.pack.scope(("node", "anchor"), functions=bound_functions(ctx)), Collector())
         self.f_rfi = compile_rules(comp, cfg.ref_from_input, ("node", "anchor"))
         self.f_rfo = compile_rules(comp, cfg.ref_from_other, ("node", "anchor"))
         self.p = {k: comp.function(e, ("node",)) for k, e in cfg.predicates.items()}
@@ -148,7 +148,7 @@ class SymbolBuilder:
                     d = a.desc
                     if d is None or pidx not in d.attr or a.peer is None:
                         continue
-                    p = d.attr[pidx].i
+                    p = typed_attr(d.attr, pidx, "i") or 0
                     if not 0 <= p < len(parent.outs):
                         continue
                     sym = t.union(self._sym_of_out(t, a.peer), self._sym_of_out(t, parent.outs[p]))

@@ -14,7 +14,7 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from engine.dsl.ast import Call, Const, Field, IsClass, Var, walk
+from engine.dsl.ast import Call, Const, Field, IsClass, Var, dsl_literal, walk
 from engine.pack.model import Rule
 from engine.core.attrs import attr_value, node_attr
 
@@ -31,17 +31,16 @@ def split_cite(value: Any) -> tuple[str, str] | None:
 
 
 def show(value: Any) -> str:
-    """A fact value as the DSL writes it."""
+    """A fact value as the DSL writes it (`dsl_literal`), but strings bare, a missing
+    value `absent` and long lists cut."""
     if value is None:
         return "absent"
-    if value is True or value is False:
-        return "true" if value else "false"
     if isinstance(value, (list, tuple)):
         items = [show(v) for v in value[:MAX_LISTED]]
         return "[" + ", ".join(items) + (", …" if len(value) > MAX_LISTED else "") + "]"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {show(v)}" for k, v in value.items()) + "}"
-    return str(value)
+    return value if isinstance(value, str) else dsl_literal(value)
 
 
 def step(text: str, rule: str = "", loc: str = "", facts: list | None = None) -> dict:
@@ -97,8 +96,10 @@ class Evidence:
             return ["type", node.type]
         if not isinstance(e, Call) or not e.args:
             return None
-        key = e.args[-1].value if isinstance(e.args[-1], Const) and isinstance(e.args[-1].value, str) else None
-        if key is None:
+        last = e.args[-1]
+        key = last.value if isinstance(last, Const) else \
+            self.ctx.pack.constants().get(last.name) if isinstance(last, Var) else None   # PARENT_NODE_INDEX
+        if not isinstance(key, str):
             return None
         if e.fn in ("attr", "has_attr", "attr_true") and _is_var(e.args[0], "node"):
             return [key, show(node_attr(node, key))]

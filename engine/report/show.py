@@ -1,7 +1,7 @@
 """Readable renderings of a pack (`memconflict rules show`, `memconflict pipeline`)."""
 from __future__ import annotations
 
-from engine.dsl.compiler import Compiler, Scope
+from engine.dsl.compiler import Compiler
 from engine.core.errors import Collector
 from engine.pack.model import Pack
 
@@ -85,7 +85,7 @@ def show_pipeline(pack: Pack, options: dict[str, str]) -> str:
     from engine.dsl.library import bound_functions
 
     ctx = RunContext(pack, Model(None), options)
-    comp = Compiler(Scope((), {}, pack.class_sets(), bound_functions(ctx)), Collector())
+    comp = Compiler(pack.scope((), functions=bound_functions(ctx)), Collector())
     rows = [("#", "stage", "pass", "algorithm", "scope", "gate", "runs")]
     for i, step in enumerate(pack.pipeline, 1):
         spec = pack.passes[step.pass_id]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.core.attrs import attr_kind, set_attr, typed_attr
 from engine.proto import ge_ir_pb2 as pb
 from engine.varmgr import getypes as t
 
@@ -65,29 +66,13 @@ class TensorDesc:
 
 
 # ---- proto <-> TensorDesc ------------------------------------------------------
-def _attr_int(attrs, key: str) -> int | None:
-    a = attrs.get(key)
-    if a is not None:
-        kind = a.WhichOneof("value")
-        if kind == "i":
-            return a.i
-        if kind == "dt":
-            return a.dt
-    return None
-
-
-def _attr_str(attrs, key: str) -> str | None:
-    a = attrs.get(key)
-    if a is not None and a.WhichOneof("value") == "s":
-        return a.s.decode("utf-8", "replace")
-    return None
 
 
 def _format_of(td: pb.TensorDescriptor, attrs, int_key: str, str_key: str | None) -> int:
-    value = _attr_int(attrs, int_key)
+    value = typed_attr(attrs, int_key, "i", "dt")
     if value is not None:
         return value
-    text = td.layout if str_key is None else (_attr_str(attrs, str_key) or "")
+    text = td.layout if str_key is None else (typed_attr(attrs, str_key, "s") or "")
     parsed = t.parse_format(text) if text else None
     # Note [missing layout]: an empty or unknown layout reads as ND, the format of
     # GE's default GeTensorDesc.
@@ -97,25 +82,25 @@ def _format_of(td: pb.TensorDescriptor, attrs, int_key: str, str_key: str | None
 def desc_from_proto(td: pb.TensorDescriptor, init_attr: str = INIT_VALUE_ATTR) -> TensorDesc:
     attrs = td.attr
     get = attrs.get
-    dtype = _attr_int(attrs, _DTYPE_OVERRIDE_ATTR) if _DTYPE_OVERRIDE_ATTR in attrs else None
+    dtype = typed_attr(attrs, _DTYPE_OVERRIDE_ATTR, "i", "dt") if _DTYPE_OVERRIDE_ATTR in attrs else None
     if dtype is None:
         dtype = t.dtype_from_proto(td.dtype)
     origin_dtype = t.DT_UNDEFINED
-    odt = _attr_str(attrs, "origin_data_type")
+    odt = typed_attr(attrs, "origin_data_type", "s")
     if odt:
         origin_dtype = t.parse_dtype(odt)
         origin_dtype = t.DT_UNDEFINED if origin_dtype is None else origin_dtype
     origin_dims = None
     flag = get("origin_shape_initialized")
-    if flag is not None and flag.b:
+    if typed_attr(attrs, "origin_shape_initialized", "b"):
         shape = get("origin_shape")
         origin_dims = tuple(shape.list.i) if shape is not None else ()
     size = td.size
     if not size and "size" in attrs:
-        size = _attr_int(attrs, "size") or 0
+        size = typed_attr(attrs, "size", "i", "dt") or 0
     init = None
     iv = get(init_attr) if init_attr else None
-    if iv is not None and iv.WhichOneof("value") == "t":
+    if attr_kind(iv) == "t":
         tensor = iv.t
         inner = desc_from_proto(tensor.desc, init_attr="")
         init = InitValue(inner.dtype, inner.format, inner.dims, bytes(tensor.data))
@@ -131,22 +116,19 @@ def desc_to_proto(desc: TensorDesc, out: pb.TensorDescriptor | None = None,
     proto_dtype = t.dtype_to_proto(desc.dtype)
     td.dtype = proto_dtype
     if proto_dtype == pb.DT_UNDEFINED and desc.dtype != t.DT_UNDEFINED:
-        td.attr[_DTYPE_OVERRIDE_ATTR].dt = desc.dtype
+        set_attr(td.attr, _DTYPE_OVERRIDE_ATTR, desc.dtype, "dt")
     del td.shape.dim[:]
     td.shape.dim.extend(desc.dims)
     td.layout = t.format_name(desc.format)
     td.size = desc.size
-    td.attr["format_for_int"].i = desc.format
-    td.attr["origin_format"].s = t.format_name(desc.origin_format).encode()
-    td.attr["origin_format_for_int"].i = desc.origin_format
+    set_attr(td.attr, "format_for_int", desc.format)
+    set_attr(td.attr, "origin_format", t.format_name(desc.origin_format))
+    set_attr(td.attr, "origin_format_for_int", desc.origin_format)
     if desc.origin_dtype != t.DT_UNDEFINED:
-        td.attr["origin_data_type"].s = t.dtype_serial(desc.origin_dtype).encode()
-    td.attr["origin_shape_initialized"].b = desc.origin_dims is not None
+        set_attr(td.attr, "origin_data_type", t.dtype_serial(desc.origin_dtype))
+    set_attr(td.attr, "origin_shape_initialized", desc.origin_dims is not None)
     if desc.origin_dims is not None:
-        lst = td.attr["origin_shape"].list
-        del lst.i[:]
-        lst.i.extend(desc.origin_dims)
-        lst.val_type = pb.AttrDef.ListValue.VT_LIST_INT
+        set_attr(td.attr, "origin_shape", list(desc.origin_dims), "list_i")
     if desc.init_value is not None and init_attr:
         iv = desc.init_value
         tensor = td.attr[init_attr].t

@@ -4,6 +4,7 @@ Attribute keys and op types come from the policy; nothing here names a GE op.
 """
 from __future__ import annotations
 
+from engine.core.attrs import typed_attr
 from engine.core.graph import Node
 from engine.proto import ge_ir_pb2 as pb
 from engine.varmgr import getypes as t
@@ -12,45 +13,26 @@ from engine.varmgr.policy import VarPolicy
 from engine.varmgr.records import INT64_MAX, Status, VarError, VarOp
 
 
-def attr_str(attrs, key: str) -> str | None:
-    """A string attr (GE AttrUtils::GetStr succeeds only for string values)."""
-    if key in attrs and attrs[key].WhichOneof("value") == "s":
-        return attrs[key].s.decode("utf-8", "replace")
-    return None
-
-
-def attr_int(attrs, key: str) -> int | None:
-    if key in attrs and attrs[key].WhichOneof("value") == "i":
-        return attrs[key].i
-    return None
-
-
-def attr_tensor(attrs, key: str) -> pb.TensorDef | None:
-    if key in attrs and attrs[key].WhichOneof("value") == "t":
-        return attrs[key].t
-    return None
-
-
 def output_desc(node: Node, policy: VarPolicy, idx: int = 0) -> TensorDesc | None:
     descs = node.op.output_desc
     return desc_from_proto(descs[idx], policy.attrs.init_value) if idx < len(descs) else None
 
 
 def is_ref_node(node: Node, policy: VarPolicy) -> bool:
-    return attr_str(node.op.attr, policy.attrs.ref_var_src_var_name) is not None
+    return typed_attr(node.op.attr, policy.attrs.ref_var_src_var_name, "s") is not None
 
 
 def name_for_var_manager(node: Node | None, policy: VarPolicy) -> str:
     """GetNameForVarManager: `_src_const_name` when non-empty, else the op name."""
     if node is None:
         return ""
-    alias = attr_str(node.op.attr, policy.attrs.src_const_name)
+    alias = typed_attr(node.op.attr, policy.attrs.src_const_name, "s")
     return alias if alias else node.name
 
 
 def memory_type_of(node: Node, policy: VarPolicy) -> int:
     sel = policy.memory_type_selection
-    value = attr_int(node.op.attr, sel.attr)
+    value = typed_attr(node.op.attr, sel.attr, "i")
     for key, name in sel.values:
         if value == key:
             return policy.rt(name)
@@ -59,21 +41,21 @@ def memory_type_of(node: Node, policy: VarPolicy) -> int:
 
 def var_op(node: Node, policy: VarPolicy, desc: TensorDesc | None = None) -> VarOp:
     attrs, names = node.op.attr, policy.attrs
-    weight = attr_tensor(attrs, names.weights)
+    weight = typed_attr(attrs, names.weights, "t")
     path = ""
     for key in names.file_path:
-        path = attr_str(attrs, key) or ""
+        path = typed_attr(attrs, key, "s") or ""
         if path:
             break
     ext = None
     if node.type in policy.op_types.const_place_holder:
-        ext = attr_int(attrs, names.external_address)
+        ext = typed_attr(attrs, names.external_address, "i")
     inner = 0
     if node.op.output_desc:
-        inner = attr_int(node.op.output_desc[0].attr, names.inner_offset) or 0
+        inner = typed_attr(node.op.output_desc[0].attr, names.inner_offset, "i") or 0
     return VarOp(node.name, node.type, desc if desc is not None else output_desc(node, policy),
                  weight=None if weight is None else bytes(weight.data), file_path=path,
-                 file_offset=attr_int(attrs, names.file_offset) or 0, external_address=ext,
+                 file_offset=typed_attr(attrs, names.file_offset, "i") or 0, external_address=ext,
                  output_offsets=tuple(node.op.output_i), inner_offset=inner)
 
 
@@ -82,12 +64,12 @@ def node_var_size(node: Node, desc: TensorDesc, policy: VarPolicy, padding: int)
     types = policy.op_types
     if desc.dtype == t.DT_STRING:
         if node.type in types.string_weight:
-            weight = attr_tensor(node.op.attr, policy.attrs.weights)
+            weight = typed_attr(node.op.attr, policy.attrs.weights, "t")
             if weight is None:
                 raise VarError(Status.FAILED, f"node: {node.name} get size failed: DT_STRING constant "
                                f"has no '{policy.attrs.weights}' tensor", node.name)
             return len(weight.data)
-        length = attr_int(node.op.attr, policy.attrs.file_length)
+        length = typed_attr(node.op.attr, policy.attrs.file_length, "i")
         if node.type in types.string_length and length is not None:
             return length
     count = desc.shape_size()

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.core.attrs import typed_attr
 from engine.core.graph import Model, Node
 from engine.varmgr.desc import TensorDesc, desc_from_proto
 from engine.varmgr.manager import VarManager
-from engine.varmgr.nodes import (attr_str, is_ref_node, memory_type_of, name_for_var_manager, node_var_size,
+from engine.varmgr.nodes import (is_ref_node, memory_type_of, name_for_var_manager, node_var_size,
     output_desc, var_op)
 from engine.varmgr.records import BroadcastInfo, Status, VarError
 
@@ -122,7 +123,7 @@ def _check_same_key_size(node: Node, name: str, desc, mgr: VarManager) -> str:
 
 
 def _assign_data_to_fp32_var(node: Node, mgr: VarManager) -> None:
-    src = attr_str(node.op.attr, mgr.policy.attrs.src_var_name)
+    src = typed_attr(node.op.attr, mgr.policy.attrs.src_var_name, "s")
     if src is None:
         return
     cur = mgr.get_cur_var_desc(src)
@@ -255,7 +256,7 @@ def assign_memory_to_ref_attr_nodes(model: Model, mgr: VarManager) -> None:
     lookup: dict[str, Node] | None = None
     for node in model.all_nodes():
         for idx, td in enumerate(node.op.output_desc):
-            src_name = attr_str(td.attr, key)
+            src_name = typed_attr(td.attr, key, "s")
             if src_name is None:
                 continue
             if lookup is None:

@@ -199,6 +199,20 @@ class OptionKeys:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeNames:
+    """Name templates of the nodes the variable passes insert (`node_names:`)."""
+
+    ref: str             # {var} {node} {index}: a variable ref after a writer's output or a ref input
+    identity: str        # {writer} {node} {index}: an Identity before a Merge input
+    ref_identity: str    # {src} {src_index} {node} {index}: a RefIdentity before a ref input
+    loc: Loc
+
+
+NODE_NAME_FIELDS = {"ref": {"var", "node", "index"}, "identity": {"writer", "node", "index"},
+                    "ref_identity": {"src", "src_index", "node", "index"}}
+
+
+@dataclass(frozen=True, slots=True)
 class VarPolicy:
     file: str
     schema_version: int
@@ -212,6 +226,7 @@ class VarPolicy:
     reuse_rules: tuple[ReuseRule, ...]
     options: OptionKeys
     format_fusion: FormatFusion
+    node_names: NodeNames
     _rules_by_kind: dict = field(init=False, repr=False, compare=False)
     _types_by_rt: dict = field(init=False, repr=False, compare=False)
 

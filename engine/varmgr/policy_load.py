@@ -6,13 +6,14 @@ import string
 from enum import Enum
 
 from engine.core.errors import Collector, Loc, did_you_mean
+from engine.core.schema import Reader
 from pathlib import Path
 
 from engine.core.resources import default_pack_dir
 from engine.core.yamlloc import load_yaml, loc_of
 from engine.varmgr import getypes as t
 from engine.varmgr.policy import (AttrNames, Allocator, FormatFusion, MemoryLimits, MemoryTypeSelection,
-    MemoryTypeSpec, OptionKeys, OpTypes, ReuseKind, ReuseRule, SizeRule, TransOp, TransSupport, VarKeyForm,
+    MemoryTypeSpec, NODE_NAME_FIELDS, NodeNames, OptionKeys, OpTypes, ReuseKind, ReuseRule, SizeRule, TransOp, TransSupport, VarKeyForm,
     VarPolicy)
 
 SCHEMA_VERSION = 1
@@ -20,111 +21,85 @@ _RULE_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*/[a-z0-9]+(-[a-z0-9]+)*$")
 _MISSING = object()
 
 
-class _Map:
-    """A located mapping being read; `done()` reports keys nobody asked for."""
+class _Map(Reader):
+    """schema.Reader (so messages read as every pack error does) with the value shapes
+    variables.yaml uses: a key without a default is required."""
 
     def __init__(self, value, what: str, errors: Collector, loc: Loc):
-        self.what, self.errors = what, errors
-        self.ok = isinstance(value, dict)
-        self.loc = loc_of(value, loc)
-        if not self.ok and value is not None:
-            errors.error(self.loc, f"{what} must be a mapping", "write `key: value` lines under it")
-        self.m = value if self.ok else {}
-        self.used: set[str] = set()
+        super().__init__(value, what, errors, loc_of(value, loc))
 
-    def vloc(self, key: str) -> Loc:
-        return getattr(self.m, "value_locs", {}).get(key, self.loc)
+    def _get(self, key: str, typ, default):
+        return self.get(key, typ, None if default is _MISSING else default, required=default is _MISSING)
 
-    def raw(self, key: str, default=_MISSING):
-        self.used.add(key)
-        if key not in self.m:
-            if default is _MISSING and self.ok:
-                self.errors.error(self.loc, f"{self.what}: missing key '{key}'", f"add `{key}:`")
-            return None if default is _MISSING else default
-        return self.m[key]
+    def _bad(self, key: str, message: str, hint: str = "") -> None:
+        self.errors.error(self.value_loc(key), f"{self.what}: '{key}' {message}", hint)
 
     def int(self, key: str, default=_MISSING, minimum: int = 0) -> int:
-        v = self.raw(key, default)
+        v = self._get(key, int, default)
         if v is None:
             return 0
-        if isinstance(v, bool) or not isinstance(v, int):
-            self.errors.error(self.vloc(key), f"{self.what}.{key} must be an integer, not {v!r}",
-                              "write a plain number, e.g. 512")
-            return 0
         if v < minimum:
-            self.errors.error(self.vloc(key), f"{self.what}.{key} must be >= {minimum}", "")
+            self._bad(key, f"must be >= {minimum}")
         return v
 
     def bool(self, key: str, default=_MISSING) -> bool:
-        v = self.raw(key, default)
-        if not isinstance(v, bool):
-            self.errors.error(self.vloc(key), f"{self.what}.{key} must be true or false", "")
-            return False
-        return v
+        return bool(self._get(key, bool, default))
 
     def str(self, key: str, default=_MISSING) -> str:
-        v = self.raw(key, default)
-        if not isinstance(v, str) or not v:
-            self.errors.error(self.vloc(key), f"{self.what}.{key} must be a non-empty string", "")
-            return ""
-        return str(v)
+        v = self._get(key, str, default)
+        if key in self.map and isinstance(self.map[key], str) and not v:
+            self._bad(key, "must be a non-empty string")
+        return str(v) if v else ""
 
     def strs(self, key: str, default=_MISSING) -> tuple[str, ...]:
-        v = self.raw(key, default)
+        v = self._get(key, (str, list), default)
         if v is None:
             return ()
         if isinstance(v, str):
             return (str(v),)
-        if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
-            self.errors.error(self.vloc(key), f"{self.what}.{key} must be a list of names",
-                              "write [A, B, C]")
+        if not all(isinstance(x, str) and x for x in v):
+            self._bad(key, "must be a list of names", "write [A, B, C]")
             return ()
         return tuple(str(x) for x in v)
 
     def pair(self, key: str) -> tuple[int, int]:
-        v = self.raw(key)
-        if (not isinstance(v, list) or len(v) != 2 or
-                not all(isinstance(x, int) and not isinstance(x, bool) for x in v) or v[1] <= 0):
-            self.errors.error(self.vloc(key), f"{self.what}.{key} must be [numerator, denominator]",
-                              "write e.g. [26, 32]")
+        v = self._get(key, list, _MISSING)
+        if v is None:
+            return (0, 1)
+        if len(v) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) for x in v) or v[1] <= 0:
+            self._bad(key, "must be [numerator, denominator]", "write e.g. [26, 32]")
             return (0, 1)
         return (v[0], v[1])
 
     def sub(self, key: str, default=_MISSING) -> "_Map":
-        return _Map(self.raw(key, default), f"{self.what}.{key}" if self.what else key,
-                    self.errors, self.vloc(key))
+        return _Map(self._get(key, dict, default), key if self.what == TOP else f"{self.what}.{key}",
+                    self.errors, self.value_loc(key))
 
     def items(self, key: str) -> list[tuple[object, Loc]]:
-        v = self.raw(key)
+        v = self._get(key, list, _MISSING)
         if v is None:
             return []
-        if not isinstance(v, list):
-            self.errors.error(self.vloc(key), f"{self.what}.{key} must be a list", "")
-            return []
-        return list(zip(v, getattr(v, "item_locs", [self.vloc(key)] * len(v))))
+        return list(zip(v, getattr(v, "item_locs", [self.value_loc(key)] * len(v))))
 
     def enum(self, key: str, cls: type[Enum], default=_MISSING):
-        v = self.raw(key, default)
+        v = self._get(key, str, default)
         choices = [m.value for m in cls]
         if v not in choices:
-            self.errors.error(self.vloc(key), f"unknown {key} '{v}' in {self.what}",
-                              did_you_mean(str(v), choices, key))
+            if v is not None:
+                self.errors.error(self.value_loc(key), f"{self.what}: unknown {key} '{v}'",
+                                  did_you_mean(str(v), choices, key))
             return next(iter(cls))
         return cls(v)
 
-    def done(self) -> None:
-        for key in self.m:
-            if key not in self.used:
-                self.errors.error(self.m.key_locs.get(key, self.loc),
-                                  f"unknown key '{key}' in {self.what or 'the policy'}",
-                                  did_you_mean(str(key), self.used, "key"))
+
+TOP = "the policy"
 
 
 def build_policy(doc, errors: Collector) -> VarPolicy:
-    top = _Map(doc, "", errors, loc_of(doc, Loc("variables.yaml")))
+    top = _Map(doc, TOP, errors, Loc("variables.yaml"))
     version = top.int("schema_version")
     if top.ok and version != SCHEMA_VERSION:
-        errors.error(top.vloc("schema_version"), f"unsupported schema_version {version}",
+        errors.error(top.value_loc("schema_version"), f"unsupported schema_version {version}",
                      f"this engine reads schema_version {SCHEMA_VERSION}")
     op_types = _op_types(top.sub("op_types"))
     attrs = _attrs(top.sub("attrs"))
@@ -141,9 +116,19 @@ def build_policy(doc, errors: Collector) -> VarPolicy:
     options = OptionKeys(opts.str("evaluate_mode"), opts.str("huge_page"), opts.loc)
     opts.done()
     fusion = _fusion(top.sub("format_fusion"), errors)
+    names = _node_names(top.sub("node_names"), errors)
     top.done()
     return VarPolicy(top.loc.file, version, op_types, attrs, var_key, memory, mem_types,
-                     selection, size_rule, reuse, options, fusion)
+                     selection, size_rule, reuse, options, fusion, names)
+
+
+def _node_names(m: _Map, errors: Collector) -> NodeNames:
+    values = {}
+    for name, allowed in NODE_NAME_FIELDS.items():
+        values[name] = m.str(name)
+        _placeholders(values[name], m.value_loc(name), allowed, errors)
+    m.done()
+    return NodeNames(**values, loc=m.loc)
 
 
 _SINGLE_TYPES = ("init_flag", "ref_identity", "identity")
@@ -153,8 +138,8 @@ def _op_types(m: _Map) -> OpTypes:
     names = [f for f in OpTypes.__dataclass_fields__ if f != "loc"]
     values = {f: frozenset(m.strs(f)) for f in names}
     for f in _SINGLE_TYPES:
-        if m.ok and f in m.m and len(values[f]) != 1:
-            m.errors.error(m.vloc(f), f"op_types.{f} names the one type a pass creates",
+        if m.ok and f in m.map and len(values[f]) != 1:
+            m.errors.error(m.value_loc(f), f"op_types.{f} names the one type a pass creates",
                            "give exactly one type, e.g. [Identity]")
     m.done()
     return OpTypes(**values, loc=m.loc)
@@ -172,7 +157,7 @@ def _attrs(m: _Map) -> AttrNames:
 
 def _var_key(top: _Map, errors: Collector) -> VarKeyForm:
     text = top.str("var_key")
-    loc = top.vloc("var_key")
+    loc = top.value_loc("var_key")
     fields = _placeholders(text, loc, {"name", "format", "dtype"}, errors)
     if text and "name" not in fields:
         errors.error(loc, "var_key must contain {name}", "write e.g. \"{name}{format}_{dtype}\"")
@@ -211,10 +196,10 @@ def _memory(m: _Map) -> MemoryLimits:
 def _memory_types(m: _Map, errors: Collector) -> tuple[MemoryTypeSpec, ...]:
     out: list[MemoryTypeSpec] = []
     seen_rt: dict[int, MemoryTypeSpec] = {}
-    for name in list(m.m):
+    for name in list(m.map):
         entry = m.sub(str(name))
         spec = MemoryTypeSpec(str(name), entry.int("rt"), entry.enum("allocator", Allocator),
-                              m.m.key_locs[name])
+                              m.key_loc(name))
         entry.done()
         if spec.rt in seen_rt:
             errors.error(spec.loc, f"memory type {name} has rt {spec.rt}, already used",
@@ -233,14 +218,14 @@ def _selection(m: _Map, types: tuple[MemoryTypeSpec, ...], errors: Collector) ->
     attr = m.str("attr")
     default = m.str("default")
     if default and default not in names:
-        errors.error(m.vloc("default"), f"unknown memory type '{default}'", did_you_mean(default, names))
+        errors.error(m.value_loc("default"), f"unknown memory type '{default}'", did_you_mean(default, names))
     vals = m.sub("values")
     pairs = []
-    for key, value in vals.m.items():
+    for key, value in vals.map.items():
         vals.used.add(key)
-        loc = vals.m.value_locs[key]
+        loc = vals.value_loc(key)
         if isinstance(key, bool) or not isinstance(key, int):
-            errors.error(vals.m.key_locs[key], f"attribute value '{key}' must be an integer", "")
+            errors.error(vals.key_loc(key), f"attribute value '{key}' must be an integer", "")
         elif value not in names:
             errors.error(loc, f"unknown memory type '{value}'", did_you_mean(str(value), names))
         else:
@@ -257,23 +242,23 @@ def _reuse_rules(top: _Map, errors: Collector) -> tuple[ReuseRule, ...]:
         kind = m.enum("kind", ReuseKind)
         op_types = m.strs("op_types", default=None)
         candidates = m.strs("candidate_types", default=None)
-        key = m.raw("key", default="")
+        key = m.get("key", str, "")
         m.done()
         if rid and not _RULE_ID.match(rid):
-            errors.error(m.vloc("id"), f"rule id '{rid}' is not namespaced kebab-case",
+            errors.error(m.value_loc("id"), f"rule id '{rid}' is not namespaced kebab-case",
                          "write e.g. var/size-compatible")
         for other in rules:
             if other.id == rid:
-                errors.error(m.vloc("id"), f"reuse rule '{rid}' at {m.vloc('id')} already registered "
+                errors.error(m.value_loc("id"), f"reuse rule '{rid}' at {m.value_loc('id')} already registered "
                              f"at {other.loc}", "give each rule its own id")
             elif other.kind is kind:
-                errors.error(m.vloc("kind"), f"a second '{kind.value}' rule ('{rid}')",
+                errors.error(m.value_loc("kind"), f"a second '{kind.value}' rule ('{rid}')",
                              f"'{other.id}' at {other.loc} already has this kind")
         if kind is ReuseKind.FILE_SLICE:
-            _placeholders(str(key), m.vloc("key"), {"path", "offset"}, errors)
+            _placeholders(str(key), m.value_loc("key"), {"path", "offset"}, errors)
             if not key:
                 errors.error(m.loc, "a file_slice rule needs key", "write key: \"{path}:{offset}\"")
-        rules.append(ReuseRule(rid, kind, op_types, candidates, str(key), m.vloc("id")))
+        rules.append(ReuseRule(rid, kind, op_types, candidates, str(key), m.value_loc("id")))
     return tuple(rules)
 
 

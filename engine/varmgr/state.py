@@ -20,6 +20,7 @@ from pathlib import Path
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
+from engine.core.attrs import set_attr, typed_attr
 from engine.core.errors import InputError, Loc, Problem, display_path
 from engine.proto import var_manager_pb2 as vpb
 from engine.varmgr.desc import desc_from_proto, desc_to_proto
@@ -68,7 +69,7 @@ def to_info(mgr: VarManager) -> vpb.VarManagerInfo:
         m = r.var_dev_addr_mgr_map[logic]
         desc_to_proto(e.desc, m.desc)
         if e.is_extern_mem:
-            m.desc.attr[EXTERN_ATTR].b = True
+            set_attr(m.desc.attr, EXTERN_ATTR, True)
         m.address, m.dev_addr = e.logic_addr, e.dev_addr
     for typ, mem in mgr.mem_resources.items():
         info.mem_resource_map[typ].var_mem_size = mem.var_mem_size
@@ -103,7 +104,7 @@ def restore(mgr: VarManager, info: vpb.VarManagerInfo, device_id: int = 0) -> Va
                                 b.output_offset, b.output_size) for name, b in multi.broadcast_info.items()}
     for logic in sorted(r.var_dev_addr_mgr_map):
         m = r.var_dev_addr_mgr_map[logic]
-        extern = EXTERN_ATTR in m.desc.attr and m.desc.attr[EXTERN_ATTR].b
+        extern = bool(typed_attr(m.desc.attr, EXTERN_ATTR, "b"))
         desc = m.desc
         if extern:
             desc = type(m.desc)()

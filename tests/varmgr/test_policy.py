@@ -70,7 +70,7 @@ def test_unknown_key_with_hint(tmp_path):
     with pytest.raises(InputError) as err:
         load_policy(path)
     text = str(err.value)
-    assert f"variables.yaml:{line}:3: error: unknown key 'gaurd_units' in memory" in text
+    assert f"variables.yaml:{line}:3: error: memory: unknown key 'gaurd_units'" in text
     assert "error: memory: missing key 'guard_units'" in text
     assert "hint: did you mean 'guard_units'?" in text
 
@@ -84,12 +84,13 @@ def test_wrong_type_and_unknown_names_collected(tmp_path):
     with pytest.raises(InputError) as err:
         load_policy(path)
     msgs = [p.message for p in err.value.problems]
-    assert "memory.align must be an integer, not 'five'" in msgs
-    assert "unknown allocator 'rdma_pol' in memory_types.RDMA_HBM" in msgs
+    assert "memory: 'align' must be an integer" in msgs
+    assert "memory_types.RDMA_HBM: unknown allocator 'rdma_pol'" in msgs
     assert "unknown name 'FRACTAL_ZZZ' in format_transfers" in msgs
     assert "unknown memory type 'HMB'" in msgs
     hints = {p.message: p.hint for p in err.value.problems}
-    assert hints["unknown allocator 'rdma_pol' in memory_types.RDMA_HBM"] == "did you mean 'rdma_pool'?"
+    assert hints["memory: 'align' must be an integer"] == "got the string 'five'"
+    assert hints["memory_types.RDMA_HBM: unknown allocator 'rdma_pol'"] == "did you mean 'rdma_pool'?"
     assert hints["unknown memory type 'HMB'"] == "did you mean 'HBM'?"
     locs = [p.loc for p in err.value.problems]
     assert locs == sorted(locs)
@@ -105,3 +106,10 @@ def test_duplicate_rule_ids_name_both_places(tmp_path):
         load_policy(_edited(tmp_path, "id: var/size-compatible", "id: var/same-variable"))
     assert "reuse rule 'var/same-variable' at" in str(err.value)
     assert "already registered at" in str(err.value)
+
+
+def test_node_name_templates_are_policy(tmp_path):
+    p = load_policy(_edited(tmp_path, 'ref: "{var}_TO_{node}_REF_{index}"', 'ref: "{var}-ref-{node}-{index}"'))
+    assert p.node_names.ref.format(var="v", node="w", index=0) == "v-ref-w-0"
+    with pytest.raises(InputError, match=r"unknown placeholder '\{writer\}'"):
+        load_policy(_edited(tmp_path, 'ref: "{var}_TO_{node}_REF_{index}"', 'ref: "{writer}_REF"'))

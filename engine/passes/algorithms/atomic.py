@@ -30,16 +30,15 @@ from typing import Any, Callable
 
 from engine.passes.registry import Algorithm, register
 from engine.core import surgery
-from engine.passes.actions import _set_value
 from engine.passes.context import Diagnostic, Insertion
-from engine.dsl.compiler import Compiler, Scope
+from engine.dsl.compiler import Compiler
 from engine.dsl.ast import Expr
 from engine.core.errors import Collector, Loc, PassFailure, did_you_mean
 from engine.core.graph import Graph, Node
 from engine.pack.model import Pack
 from engine.pack.loader import parse_rule_expr, register_rule_id
 from engine.dsl.library import bound_functions
-from engine.core.attrs import attr_value
+from engine.core.attrs import attr_value, set_attr, typed_attr
 from engine.proto import ge_ir_pb2 as pb
 from engine.dsl.queries import QUERY_PRIMITIVES
 from engine.core.schema import Reader
@@ -160,8 +159,8 @@ class _State:
 
     def __init__(self, ctx, cfg: AtomicConfig, spec):
         self.loop = False
-        comp = Compiler(Scope(("graph", "node"), {}, ctx.pack.class_sets(),
-                              bound_functions(ctx, QUERY_PRIMITIVES)), Collector())
+        comp = Compiler(ctx.pack.scope(("graph", "node"), functions=bound_functions(ctx, QUERY_PRIMITIVES)),
+                        Collector())
         self.p: dict[str, Callable] = {k: comp.function(e, ("graph", "node")) for k, e in cfg.predicates.items()}
 
 
@@ -206,8 +205,8 @@ class AtomicPass:
         return True
 
     def mark(self, node: Node, key: str, why: str) -> None:
-        old = node.op.attr[key].b if key in node.op.attr else None
-        node.op.attr[key].b = True
+        old = typed_attr(node.op.attr, key, "b") if key in node.op.attr else None
+        set_attr(node.op.attr, key, True)
         if old is not True:
             self.ctx.diagnostics.append(Diagnostic("ATTR_SET", "info", f"{node.name}: attribute {key} = true", self.spec.id,
                                                    {"node": node.name, "graph": node.graph.name, "attr": key,
@@ -330,7 +329,7 @@ class AtomicPass:
         """LinkToAtomicNode: clean → node; in a loop graph the clean node takes the node's stream label."""
         self.link_ctrl(clean, node)
         key = self.cfg.stream_label_attr
-        if self.state.loop and key in node.op.attr and node.op.attr[key].WhichOneof("value") == "s":
+        if self.state.loop and typed_attr(node.op.attr, key, "s") is not None:
             clean.op.attr[key].CopyFrom(node.op.attr[key])
 
     def add_clean(self, kind: str, index: int) -> Node:
@@ -347,9 +346,9 @@ class AtomicPass:
                 break
         op = pb.OpDef(name=name, type=op_spec.type)
         for key, value in op_spec.attrs:
-            _set_value(op.attr[key], value)
+            set_attr(op.attr, key, value)
         if session:
-            op.attr[self.cfg.session_attr].s = session.encode()
+            set_attr(op.attr, self.cfg.session_attr, session)
         op.id = g.count
         node = Node(op, g)
         node.dirty = True

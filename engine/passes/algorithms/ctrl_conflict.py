@@ -17,7 +17,7 @@ from engine.core.graph import Graph, InAnchor, Node
 from engine.passes.insertion import apply_neighbour_attrs, build_op
 from engine.pack.model import Pack
 from engine.pack.loader import parse_rule_expr
-from engine.core.attrs import node_attr
+from engine.core.attrs import node_attr, typed_attr
 from engine.core.schema import Reader
 
 PREDICATES = {
@@ -49,7 +49,7 @@ def load_ctrl(value: Any, pack: Pack, errors: Collector, fallback: Loc) -> CtrlN
         if e is not None:
             preds[name] = e
     body = r.get("body_index", int, 1)
-    pidx = r.get("parent_index_attr", str, "_parent_node_index")
+    pidx = pack.attr_key("parent_node_index")
     r.done()
     return CtrlNodeConfig(preds, int(body), str(pidx), r.loc)
 
@@ -134,7 +134,7 @@ class CtrlNodeConflict:
             desc = peers[0].desc
             if desc is None or pidx not in desc.attr:
                 continue
-            q = desc.attr[pidx].i
+            q = typed_attr(desc.attr, pidx, "i") or 0
             if p != q:
                 exchanged.append(d)
             else:

@@ -15,7 +15,7 @@ from typing import Any
 
 from engine.passes.registry import Algorithm, register
 from engine.passes.context import Diagnostic
-from engine.dsl.compiler import Compiler, Scope
+from engine.dsl.compiler import Compiler
 from engine.dsl.ast import Expr
 from engine.core.errors import Collector, Loc
 from engine.core.graph import Graph, InAnchor, OutAnchor
@@ -77,7 +77,7 @@ def _byte_size(a) -> int | None:
 class InplacePass:
     def __init__(self, ctx, cfg: InplaceConfig, spec):
         self.ctx, self.cfg, self.spec = ctx, cfg, spec
-        comp = Compiler(Scope(("node", "anchor"), {}, ctx.pack.class_sets(), bound_functions(ctx)), Collector())
+        comp = Compiler(ctx.pack.scope(("node", "anchor"), functions=bound_functions(ctx)), Collector())
         self.p = {k: comp.function(e, PREDICATES[k]) for k, e in cfg.predicates.items()}
         layout_cfg = ctx.pack.configs.get(cfg.layout_section)
         self.lp = LayoutPass(ctx, layout_cfg, spec)

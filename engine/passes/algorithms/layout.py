@@ -26,7 +26,7 @@ from typing import Any
 from engine.passes.registry import Algorithm, register
 from engine.core import surgery
 from engine.passes.context import Insertion, anchor_ref
-from engine.dsl.compiler import Compiler, Scope
+from engine.dsl.compiler import Compiler
 from engine.dsl.ast import Expr
 from engine.core.errors import Collector, Loc, PassFailure, did_you_mean
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor
@@ -305,7 +305,7 @@ class LayoutPass:
         }
         fn_specs = function_specs(cfg.functions)
         prims = bound_functions(ctx, {**LAYOUT_PRIMS, **fn_specs}, {**own, **{n: _late for n in fn_specs}})
-        self.comp = Compiler(Scope(CHECK_VARS + MARK_VARS, consts, ctx.pack.class_sets(), prims), Collector())
+        self.comp = Compiler(ctx.pack.scope(CHECK_VARS + MARK_VARS, consts, functions=prims), Collector())
         for f in cfg.functions.values():
             self.comp.define(f.name, f.params, f.body, f.memo)
         fn = self.comp.function

@@ -17,7 +17,7 @@ from typing import Any
 
 from engine.passes.registry import Algorithm, register
 from engine.passes.context import Diagnostic
-from engine.dsl.compiler import Compiler, Scope
+from engine.dsl.compiler import Compiler
 from engine.dsl.ast import Expr
 from engine.core.errors import Collector, Loc, PassFailure, did_you_mean
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor
@@ -76,7 +76,7 @@ def load(value: Any, pack: Pack, errors: Collector) -> LintConfig | None:
     rules = load_rules(r.get("input_rules", list, [], required=True), "graph_lint.input_rules", pack, errors, r.loc)
     s = Reader(r.get("subgraph_inputs", dict, {}, required=True), "graph_lint.subgraph_inputs", errors, r.loc)
     source = _expr(s, "source", errors)
-    pidx = str(s.get("parent_index_attr", str, "", required=True))
+    pidx = pack.attr_key("parent_node_index")
     initial = _type_name(s, "initial", types, errors)
     sticky = str_list(s.get("sticky", list, [], required=True), "graph_lint.subgraph_inputs.sticky", errors, s.loc)
     for name in sticky:
@@ -145,11 +145,10 @@ class GraphLint:
     def __init__(self, ctx, cfg: LintConfig, spec):
         self.ctx, self.cfg, self.spec = ctx, cfg, spec
         consts = {t: t for t in cfg.types}
-        classes = ctx.pack.class_sets()
         prims = bound_functions(ctx, LINT_PRIMS)
-        self.f_input = compile_rules(Compiler(Scope(RULE_VARS, consts, classes, prims), Collector()),
+        self.f_input = compile_rules(Compiler(ctx.pack.scope(RULE_VARS, consts, functions=prims), Collector()),
                                      cfg.input_rules, RULE_VARS)
-        node_comp = Compiler(Scope(("node",), consts, classes, prims), Collector())
+        node_comp = Compiler(ctx.pack.scope(("node",), consts, functions=prims), Collector())
         self.f_original = node_comp.function(cfg.original_type, ("node",))
         self.f_source = node_comp.function(cfg.source, ("node",))
         loop = ctx.pack.surgery.loop_back_edge_from if ctx.pack.surgery is not None else None

@@ -17,21 +17,21 @@ Actions (engine/passes/actions.py) edit the graph and record provenance: the rul
 file:line, and `reason` = the step's `let` values plus the rule's `reason:` facts.
 
 Note [rewrite families]: the runner finds a pass's configuration through its
-algorithm's section, and a pack section lives in one file. The engine is
-therefore registered once per family of rule sets (`FAMILIES`), each family a
-section in its own file; a pass names its family as its algorithm and its rule
-set with `config:`. A new rewrite pass is a new rule set in any family: no
-engine change.
+algorithm's section, and a pack section lives in one file. The pack therefore
+declares families of rule sets (`rewrite_sets: {name: doc}` in passes.yaml), each
+family an algorithm and a section of that name in its own file; a pass names its
+family as its algorithm and its rule set with `config:`. A new rewrite pass is a new
+rule set in any family, a new family a `rewrite_sets:` entry: no engine change.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from engine.passes.registry import Algorithm, register
+from engine.passes.registry import Algorithm, register_family
 from engine.passes.actions import ACTION_PRIMS, Rewriter, Why
 from engine.dsl.ast import Call, Const, Expr, walk
-from engine.dsl.compiler import Compiler, Scope
+from engine.dsl.compiler import Compiler
 from engine.core.errors import Collector, Loc, did_you_mean
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor
 from engine.passes.insertion import InsertSpec, load_insert_spec
@@ -42,12 +42,6 @@ from engine.dsl.queries import QUERY_PRIMITIVES
 from engine.core.schema import Reader
 from engine.passes.surgery_hooks import surgery_hooks
 
-FAMILIES = {
-    "hccl_rewrites": "HcclMemcpyPass, HcclContinuousMemcpyPass (rules/ge/hccl.yaml)",
-    "subgraph_rewrites": "SubgraphPass (rules/ge/subgraph.yaml)",
-    "memory_rewrites": "MemcpyAddrAsyncPass, MarkSameAddrPass, SetInputOutputOffsetPass, "
-                       "InplaceSupportCheckPass (rules/ge/memcpy.yaml)",
-}
 WALKS = ("graph", "all")
 EACH = ("node", "inputs", "outputs")
 BASE_VARS = ("graph", "node", "anchor")
@@ -292,7 +286,7 @@ class _Compiled:
         own = dict(self.rewriter.bound())
         own["insert_name"] = self.insert_name
         prims = bound_functions(ctx, {**REWRITE_PRIMS, **fn_specs}, {**own, **{n: _late for n in fn_specs}})
-        comp = Compiler(Scope(BASE_VARS, {}, ctx.pack.class_sets(), prims), Collector())
+        comp = Compiler(ctx.pack.scope(BASE_VARS, functions=prims), Collector())
         for f in rs.functions.values():
             comp.define(f.name, f.params, f.body)
         self.gate = comp.function(rs.gate, ("graph",)) if rs.gate is not None else None
@@ -419,12 +413,14 @@ def compiled(ctx, family: Family, spec) -> _Compiled:
     return cache[key]
 
 
-def _register(section: str, doc: str) -> None:
-    def run(ctx, graph: Graph, family: Family, spec) -> None:
-        compiled(ctx, family, spec).run(graph)
-    register(Algorithm(section, section, _loader(section), run, f"rule-data rewrites: {doc}"))
+def _run(ctx, graph: Graph, family: Family, spec) -> None:
+    compiled(ctx, family, spec).run(graph)
 
 
-for _section, _doc in FAMILIES.items():
-    _register(_section, _doc)
+def family_algorithm(section: str, doc: str) -> Algorithm:
+    """The algorithm of one rewrite family a pack declares under `rewrite_sets:`."""
+    return Algorithm(section, section, _loader(section), _run, f"rule-data rewrites: {doc}")
+
+
+register_family("rewrite_sets", family_algorithm)
 

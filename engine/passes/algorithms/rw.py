@@ -27,7 +27,7 @@ from engine.passes.insertion import InsertSpec, build_op, load_insert_spec
 from engine.pack.model import Pack, Rule
 from engine.pack.loader import load_rules, parse_rule_expr
 from engine.dsl.library import PrimSpec, bound_functions
-from engine.core.attrs import node_attr
+from engine.core.attrs import node_attr, set_attr, typed_attr
 from engine.pack.rulelist import check_rules, compile_rules
 from engine.core.schema import Reader, str_list
 from engine.core import surgery
@@ -110,7 +110,7 @@ def load(value: Any, pack: Pack, errors: Collector) -> RWConfig | None:
             if e is not None:
                 preds[name] = e
     preds_r.done()
-    pidx = str(r.get("parent_index_attr", str, "_parent_node_index"))
+    pidx = pack.attr_key("parent_node_index")
     ref_attr = str(r.get("reference_attr", str, ""))
     insert = load_insert_spec(r.get("insert", dict, None, required=True), "rw_conflict.insert", errors, r.loc)
     r.done()
@@ -188,13 +188,12 @@ class RWPass:
             "single_output_rw": self._single_output_value,
         })
         pack = ctx.pack
-        from engine.dsl.compiler import Scope
-        comp = Compiler(Scope(("node", "anchor"), consts, pack.class_sets(), prims), Collector())
+        comp = Compiler(pack.scope(("node", "anchor"), consts, functions=prims), Collector())
         self.f_out = compile_rules(comp, cfg.output_rules, ("node", "anchor"))
         self.f_in = compile_rules(comp, cfg.input_rules, ("node", "anchor"))
         self.f_out_over = compile_rules(comp, cfg.output_overrides, ("node", "anchor"))
         self.f_in_over = compile_rules(comp, cfg.input_overrides, ("node", "anchor"))
-        pcomp = Compiler(Scope(("node",), consts, pack.class_sets(), prims), Collector())
+        pcomp = Compiler(pack.scope(("node",), consts, functions=prims), Collector())
         self.p = {k: pcomp.function(e, ("node",)) for k, e in cfg.predicates.items()}
         self.hooks = surgery_hooks(ctx)
         R, O = cfg.in_role, cfg.out_role
@@ -301,7 +300,7 @@ class RWPass:
                 self.ref_out.setdefault(node, {})[out_idx] = in_idx
                 self.ref_in.setdefault(node, {})[in_idx] = out_idx
                 if self.cfg.reference_attr:
-                    node.op.attr[self.cfg.reference_attr].b = True
+                    set_attr(node.op.attr, self.cfg.reference_attr, True)
 
     # ---- subgraph propagation (MarkRWTypeForAllSubgraph) ----------------------------
     def mark_subgraphs(self) -> None:
@@ -333,7 +332,7 @@ class RWPass:
             d = a.desc
             if d is None or self.cfg.parent_index_attr not in d.attr:
                 raise PassFailure(self.spec.id, f"subgraph output input {a.idx} has no {self.cfg.parent_index_attr}", n.name)
-            p = d.attr[self.cfg.parent_index_attr].i
+            p = typed_attr(d.attr, self.cfg.parent_index_attr, "i") or 0
             src = a.peer
             t = self.output_rw(src)
             if t.value == self.OUT_W and not self.optimizable(parent, p):

@@ -9,10 +9,13 @@ from typing import Any
 
 from engine.passes.registry import Algorithm, register
 from engine.passes.context import Diagnostic, Insertion, Removal
-from engine.core.errors import Collector, Loc
+from engine.core.errors import Collector, Loc, did_you_mean
 from engine.core.graph import Graph
 from engine.pack.model import Pack
 from engine.core.schema import Reader
+
+
+ALGORITHM = "variable_pass"
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,11 @@ def load(value: Any, pack: Pack, errors: Collector) -> VarPassConfig | None:
     r = Reader(value, "var_policy", errors, Loc(str(pack.path)))
     file = r.get("file", str, "variables.yaml")
     r.done()
+    from engine.varmgr.passes import PASSES
+    for spec in pack.passes.values():           # passes are loaded before algorithm sections
+        if spec.algorithm == ALGORITHM and (spec.config or spec.id) not in PASSES:
+            errors.error(spec.loc, f"pass '{spec.id}': no variable pass '{spec.config or spec.id}'",
+                         did_you_mean(spec.config or spec.id, PASSES, "variable passes"))
     try:
         # relative to the pack file that names it (an overlay inherits its base's file)
         folder = Path(file.loc.file).parent if hasattr(file, "loc") else Path(pack.path)
@@ -48,13 +56,9 @@ def session_of(ctx, cfg: VarPassConfig):
 
 
 def run(ctx, graph: Graph, cfg: VarPassConfig, spec) -> None:
-    from engine.varmgr.passes import PASS_IDS, run_variable_pass
+    from engine.varmgr.passes import run_variable_pass
 
-    kind = spec.config or spec.id
-    if kind not in PASS_IDS:
-        from engine.core.errors import PassFailure
-        raise PassFailure(spec.id, f"unknown variable pass '{kind}' (expected one of {', '.join(PASS_IDS)})")
-    for ch in run_variable_pass(kind, session_of(ctx, cfg), ctx.model, graph):
+    for ch in run_variable_pass(spec.config or spec.id, session_of(ctx, cfg), ctx.model, graph):
         reason = dict(ch.detail)
         if ch.kind == "inserted":
             node = next((g.find(ch.node) for g in ctx.model.graph_order if g.find(ch.node) is not None), None)
@@ -72,5 +76,5 @@ def run(ctx, graph: Graph, cfg: VarPassConfig, spec) -> None:
                                               {"node": ch.node, "graph": ch.graph, "rule": ch.rule, **reason}))
 
 
-register(Algorithm("variable_pass", "var_policy", load, run,
+register(Algorithm(ALGORITHM, "var_policy", load, run,
                    "GE's variable passes (VariablePrepareOp, VariableOp, VarIsInitializedOp, VariableRefDeleteOp)"))

@@ -5,10 +5,12 @@ variable_op, the GraphRebuildStateCtrl) and returns the changes it made; a GE
 failure status raises PassFailure naming the node. Op types and attribute keys
 come from the policy (rules/ge/variables.yaml).
 
-Pass ids (the runner's): variable_prepare, variable_op, var_is_initialized,
-variable_ref_delete.
+`PASSES` is the dispatch table: a pack's pass of algorithm `variable_pass` names
+its entry with `config:` (or its id), e.g. `config: variable_prepare`.
 """
 from __future__ import annotations
+
+from typing import Callable
 
 from engine.varmgr.passes.is_initialized import run_var_is_initialized
 from engine.varmgr.passes.prepare import run_variable_prepare
@@ -17,21 +19,17 @@ from engine.varmgr.passes.util import Change
 from engine.varmgr.passes.variable_op import run_variable_op
 
 
-PASS_IDS = ("variable_prepare", "variable_op", "var_is_initialized", "variable_ref_delete")
+# name → run(session, model, graph); `session` is a VarSession (its graph_id names the
+# graph being compiled), `graph` the root or a subgraph of `model`.
+PASSES: dict[str, Callable[..., list[Change]]] = {
+    "variable_prepare": lambda s, model, graph: run_variable_prepare(graph, s.pool.policy),         # VariablePrepareOpPass
+    "variable_op": lambda s, model, graph: run_variable_op(graph, s.manager, s.ctrl, s.graph_id),   # VariableOpPass
+    "var_is_initialized": lambda s, model, graph: run_var_is_initialized(graph, s.manager),         # VarIsInitializedOpPass
+    "variable_ref_delete": lambda s, model, graph: run_variable_ref_delete(model, graph, s.pool.policy),
+}
+PASS_IDS = tuple(PASSES)
 
 
-def run_variable_pass(pass_id: str, session, model, graph) -> list[Change]:
-    """Run one variable pass on `graph` (the root or a subgraph of `model`).
-
-    `session` is a `VarSession`; its `graph_id` names the graph being compiled.
-    """
-    policy = session.pool.policy
-    if pass_id == "variable_prepare":
-        return run_variable_prepare(graph, policy)
-    if pass_id == "variable_op":
-        return run_variable_op(graph, session.manager, session.ctrl, session.graph_id)
-    if pass_id == "var_is_initialized":
-        return run_var_is_initialized(graph, session.manager)
-    if pass_id == "variable_ref_delete":
-        return run_variable_ref_delete(model, graph, policy)
-    raise KeyError(pass_id)
+def run_variable_pass(name: str, session, model, graph) -> list[Change]:
+    """Run the variable pass `name` (a key of PASSES) on `graph`."""
+    return PASSES[name](session, model, graph)

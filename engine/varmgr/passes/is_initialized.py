@@ -4,11 +4,11 @@ from __future__ import annotations
 from engine.core.errors import PassFailure
 from engine.core.graph import Graph, Node
 from engine.proto import ge_ir_pb2 as pb
-from engine.core.surgery import link, link_ctrl, remove_node
+from engine.core.surgery import link, link_ctrl, new_node, remove_node
 from engine.varmgr.manager import VarManager
 from engine.varmgr.policy import one
 from engine.varmgr.passes.util import Change
-from engine.varmgr.passes.util import add_node, data_in_nodes
+from engine.varmgr.passes.util import data_in_nodes
 
 PASS_ID = "var_is_initialized"
 RULE = "var/is-initialized-to-const"
@@ -70,7 +70,7 @@ def _replace(node: Node, mgr: VarManager, inited: dict[Node, frozenset[Node]]) -
     consumers = [p for o in node.outs for p in o.peers]
     graph, before = node.graph, node.prev
     remove_node(node)
-    const = add_node(graph, op, before)
+    const = new_node(graph, op, before)
     if before is None:
         graph.unlink_from_list(const)
         graph.prepend(const)

@@ -6,13 +6,12 @@ through their ref outputs; the last one in a chain gets `<var>_TO_<w>_REF_<o>`.
 """
 from __future__ import annotations
 
+from engine.core.attrs import set_attr, typed_attr
 from engine.core.errors import PassFailure
 from engine.core.graph import Graph, Node
-from engine.core.surgery import insert_before, link, link_ctrl, replace_peer
-from engine.varmgr.nodes import attr_str
+from engine.core.surgery import insert_before, link, link_ctrl, make_op, new_node, replace_peer
 from engine.varmgr.policy import VarPolicy, one
 from engine.varmgr.passes.util import Change
-from engine.varmgr.passes.util import add_node, make_op
 
 PASS_ID = "variable_prepare"
 RULE_REF = "var/ref-after-writer"
@@ -49,12 +48,12 @@ def _is_ref_node(node: Node, policy: VarPolicy) -> bool:
     `variable_TO_variable1_REF_0`, so nodes carrying `ref_var_src_var_name` are
     never followed as writers.
     """
-    return attr_str(node.op.attr, policy.attrs.ref_var_src_var_name) is not None
+    return typed_attr(node.op.attr, policy.attrs.ref_var_src_var_name, "s") is not None
 
 
 def type_key(node: Node, policy: VarPolicy) -> str:
     if node.type in policy.op_types.framework_op:
-        return attr_str(node.op.attr, policy.attrs.original_type) or node.type
+        return typed_attr(node.op.attr, policy.attrs.original_type, "s") or node.type
     return node.type
 
 
@@ -106,7 +105,7 @@ def _walk(start: Node, in_idx: int, o: int, var: Node, ref_map: RefMap, policy: 
 def _ref_op(var: Node, name: str, policy: VarPolicy):
     desc = var.op.output_desc[0] if var.op.output_desc else None
     op = make_op(name, var.type, [desc] if desc else [], [desc] if desc else [])
-    op.attr[policy.attrs.ref_var_src_var_name].s = var.name.encode()
+    set_attr(op.attr, policy.attrs.ref_var_src_var_name, var.name)
     return op
 
 
@@ -115,16 +114,15 @@ def add_variable_ref(w: Node, var: Node, o: int, policy: VarPolicy, changes: lis
         return                                       # warning in GE, SUCCESS
     key = policy.attrs.ref_var_src_var_name
     for peer in w.outs[o].peers:
-        if peer.node.type in policy.op_types.var_like and attr_str(peer.node.op.attr, key) == var.name:
+        if peer.node.type in policy.op_types.var_like and typed_attr(peer.node.op.attr, key, "s") == var.name:
             return                                   # already has its VariableRef
-    name = f"{var.name}_TO_{w.name}_REF_{o}"
-    op = _ref_op(var, name, policy)
-    label = attr_str(w.op.attr, policy.attrs.stream_label)
+    op = _ref_op(var, policy.node_names.ref.format(var=var.name, node=w.name, index=o), policy)
+    label = typed_attr(w.op.attr, policy.attrs.stream_label, "s")
     if label:
-        op.attr[policy.attrs.stream_label].s = label.encode()
+        set_attr(op.attr, policy.attrs.stream_label, label)
     data_peers = [p for anchor in w.outs for p in anchor.peers]
     ctrl_peers = list(w.out_ctrl)
-    ref = add_node(w.graph, op, w)
+    ref = new_node(w.graph, op, w)
     for peer in data_peers:
         if _original_type(peer.node, policy) in policy.op_types.merge:
             ident = _identity_before(peer, w, policy, changes)
@@ -140,7 +138,7 @@ def add_variable_ref(w: Node, var: Node, o: int, policy: VarPolicy, changes: lis
 
 def _original_type(node: Node, policy: VarPolicy) -> str:
     if node.type in policy.op_types.framework_op:
-        original = attr_str(node.op.attr, policy.attrs.original_type)
+        original = typed_attr(node.op.attr, policy.attrs.original_type, "s")
         if original is None:
             raise PassFailure(PASS_ID, f"FrameworkOp {node.name} has no attr "
                               f"'{policy.attrs.original_type}'", node.name)
@@ -150,7 +148,7 @@ def _original_type(node: Node, policy: VarPolicy) -> str:
 
 def _identity_before(peer, w: Node, policy: VarPolicy, changes: list[Change]) -> Node:
     src = peer.peer
-    name = f"Identity_{w.name}_TO_{peer.node.name}_{peer.idx}"
+    name = policy.node_names.identity.format(writer=w.name, node=peer.node.name, index=peer.idx)
     td = src.node.op.output_desc[src.idx] if src.idx < len(src.node.op.output_desc) else None
     op = make_op(name, one(policy.op_types.identity), [td] if td else [], [td] if td else [])
     ident = insert_before(peer, op, keep_ctrl=lambda n: True)
@@ -165,12 +163,13 @@ def insert_variable_ref(n: Node, i: int, var: Node, policy: VarPolicy, changes: 
     if src is None:
         raise PassFailure(PASS_ID, f"ref input {i} of {n.name} has no producer", n.name)
     td = n.op.input_desc[i]
-    bridge = make_op(f"RefIdentity_{src.node.name}_{src.idx}_TO_{n.name}_{i}",
+    names = policy.node_names
+    bridge = make_op(names.ref_identity.format(src=src.node.name, src_index=src.idx, node=n.name, index=i),
                      one(policy.op_types.ref_identity), [td], [td])
-    ref_op = _ref_op(var, f"{var.name}_TO_{n.name}_REF_{i}", policy)
+    ref_op = _ref_op(var, names.ref.format(var=var.name, node=n.name, index=i), policy)
     peers = [p.node for o in n.outs for p in o.peers] + list(n.out_ctrl)
-    ident = add_node(n.graph, bridge, src.node)
-    ref = add_node(n.graph, ref_op, n)
+    ident = new_node(n.graph, bridge, src.node)
+    ref = new_node(n.graph, ref_op, n)
     for p in peers:
         link_ctrl(ref, p)
     replace_peer(src, anchor, ident.ins[0])

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import weakref
 
+from engine.core.attrs import set_attr, typed_attr
 from engine.core.errors import PassFailure
 from engine.core.graph import Graph, Model
 from engine.core.surgery import remove_node
 from engine.varmgr.policy import VarPolicy
 from engine.varmgr.passes.util import Change
-from engine.varmgr.nodes import attr_str
 
 PASS_ID = "variable_ref_delete"
 RULE = "var/ref-into-writer-desc"
@@ -30,7 +30,7 @@ def _sources(model: Model, variables, key: str) -> set[str]:
     subgraph and removes only VariableRefs, never sources)."""
     got = _SOURCES.get(model)
     if got is None:
-        got = {n.name for n in model.all_nodes() if n.type in variables and attr_str(n.op.attr, key) is None}
+        got = {n.name for n in model.all_nodes() if n.type in variables and typed_attr(n.op.attr, key, "s") is None}
         _SOURCES[model] = got
     return got
 
@@ -41,7 +41,7 @@ def run_variable_ref_delete(model: Model, graph: Graph, policy: VarPolicy) -> li
     sources = _sources(model, variables, key)
     changes: list[Change] = []
     for node in graph.node_list():
-        src = attr_str(node.op.attr, key) if node.type in variables else None
+        src = typed_attr(node.op.attr, key, "s") if node.type in variables else None
         if src is None:
             continue
         if src not in sources:
@@ -54,7 +54,7 @@ def run_variable_ref_delete(model: Model, graph: Graph, policy: VarPolicy) -> li
         if peer.idx >= len(writer.op.output_desc):
             raise PassFailure(PASS_ID, f"writer {writer.name} of {node.name} has no output desc {peer.idx}",
                               node.name)
-        writer.op.output_desc[peer.idx].attr[key].s = src.encode()
+        set_attr(writer.op.output_desc[peer.idx].attr, key, src)
         remove_node(node)
         changes.append(Change("removed", node.name, node.type, graph.name, RULE,
                               {"variable": src, "writer": f"{writer.name}:{peer.idx}"}))

@@ -1,29 +1,9 @@
-"""Small graph edits the variable passes share."""
+"""Graph queries and the change record the variable passes share."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.core.graph import Graph, Node
-from engine.proto import ge_ir_pb2 as pb
-from engine.core.surgery import new_node
-
-
-def make_op(name: str, type_: str, inputs: list[pb.TensorDescriptor],
-            outputs: list[pb.TensorDescriptor]) -> pb.OpDef:
-    op = pb.OpDef(name=name, type=type_)
-    for td in inputs:
-        op.input_desc.add().CopyFrom(td)
-    for td in outputs:
-        op.output_desc.add().CopyFrom(td)
-    return op
-
-
-def add_node(graph: Graph, op: pb.OpDef, after: Node | None) -> Node:
-    """A new node right after `after` (GE InsertNode) or at the end."""
-    node = new_node(graph, op, after)
-    node.ensure_inputs(len(op.input_desc))
-    node.ensure_outputs(len(op.output_desc))
-    return node
+from engine.core.graph import Node
 
 
 def data_in_nodes(node: Node) -> list[Node]:

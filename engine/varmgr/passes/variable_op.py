@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from engine.core.attrs import typed_attr
 from engine.core.errors import PassFailure
 from engine.core.graph import Graph, Node
 from engine.core.surgery import isolate, link, link_ctrl, remove_node, unlink
 from engine.varmgr import getypes as t
 from engine.varmgr.desc import TensorDesc, desc_from_proto, desc_to_proto
 from engine.varmgr.manager import VarManager
-from engine.varmgr.nodes import attr_str, output_desc, var_op
+from engine.varmgr.nodes import output_desc, var_op
 from engine.varmgr.policy import TransSupport, VarPolicy
 from engine.varmgr.rebuild import GraphRebuildStateCtrl
 from engine.varmgr.records import TransNodeInfo, VarError
@@ -74,7 +75,7 @@ def _same_variables(graph: Graph, policy: VarPolicy) -> dict[str, tuple[list[Nod
     groups: dict[str, tuple[list[Node], list[Node]]] = {}
     refs: dict[str, list[Node]] = {}
     for node in graph.nodes():
-        src = attr_str(node.op.attr, key)
+        src = typed_attr(node.op.attr, key, "s")
         if src is not None:
             refs.setdefault(src, []).append(node)
         elif node.type in policy.op_types.fused_variable:

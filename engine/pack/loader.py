@@ -16,7 +16,7 @@ from engine.dsl.parser import parse_expr, parse_signature
 from engine.core.resources import default_pack_dir
 from engine.core.errors import Collector, InputError, Loc, Problem, did_you_mean, display_path
 from engine.core.schema import Reader, str_list
-from engine.core.yamlloc import YMap, load_yaml
+from engine.core.yamlloc import YMap, item_span, load_yaml
 from engine.pack.model import (CORE_SECTIONS, PASS_SCOPES, SCHEMA_VERSION, FuncDef, OpClass, OpSpec, Pack,
                                PassSpec, Rule, Step, SurgerySpec)
 
@@ -276,7 +276,7 @@ def load_rules(value: Any, what: str, pack: Pack, errors: Collector, fallback: L
         if rid:
             register_rule_id(pack, str(rid), r.value_loc("id"), errors)
         if when is not None and value_expr is not None:
-            rules.append(Rule(str(rid), when, value_expr, str(doc), value.item_locs[i]))
+            rules.append(Rule(str(rid), when, value_expr, str(doc), *item_span(value, i, fallback)))
     return rules
 
 

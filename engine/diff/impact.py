@@ -66,7 +66,7 @@ def why_text(reason: dict) -> str:
         return f"{r['pair']} ({r.get('pair_rule', '')}) → checker {r.get('checker', '?')}"
     if "why" in r:
         return str(r["why"])
-    facts = [f"{k}={v}" for k, v in r.items() if isinstance(v, (str, int, bool)) and not k.endswith("_loc")]
+    facts = [f"{k}={v}" for k, v in r.items() if isinstance(v, (str, int, bool, Cite)) and not k.endswith("_loc")]
     return ", ".join(facts[:4])
 
 

@@ -1,10 +1,10 @@
 """From an isolation's provenance back to the rule changes that caused it.
 
-A pass records, with every node it inserts, the rule id and location that
-decided, and facts such as the typing rules (`rw/out/const (rules/ge/rw.yaml:47)`),
-the matrix cell and its location, the layout pair and its table entry, the
-checker and the attributes of both anchors. `raw_refs` turns those into
-references (`rule:`, `loc:`, `line:`, `cell:`, `pair:`, `attr:`, `pass:`).
+A pass records, with every node it inserts, the Cite of the item that decided
+(rule id and location) and facts such as the typing rules, the matrix cell, the
+layout pair and its table entry, the checker (Cites too) and the attributes of
+both anchors. `raw_refs` turns those into references (`rule:`, `loc:`, `line:`,
+`cell:`, `pair:`, `attr:`, `pass:`).
 
 `PackIndex` widens them with what the deciding entries depend on: the pack
 functions their DSL calls (transitively) and the op classes it tests, so a

@@ -45,7 +45,8 @@ def test_new_writer_op_by_rule_edit(tmp_path, default_pack):
     assert [i.name for i in ctx.insertions] == ["w_Identity0"]
     reason = ctx.insertions[0].reason
     assert reason["input_rw"] == "ScopeWriteable"
-    assert reason["input_rule"].startswith("rw/in/alltoall-inplace (")
+    assert reason["input_rule"].rule_id == "rw/in/alltoall-inplace"
+    assert str(reason["input_rule"]).startswith("rw/in/alltoall-inplace (")
     assert ctx.model.root.find("a2a").ins[0].peer.node.type == "Identity"
 
 

@@ -126,7 +126,7 @@ overlay:
     base, pack = load_pack(pack_copy), load_pack(ov)
     assert rw(base).matrix[("ReadOnly", "Writeable")] == "do_nothing"
     assert rw(pack).matrix[("ReadOnly", "Writeable")] == "insert_identity"
-    assert rw(pack).matrix_locs[("ReadOnly", "Writeable")].file == "ov/tables.yaml"
+    assert rw(pack).matrix_cites[("ReadOnly", "Writeable")].loc.file == "ov/tables.yaml"
     assert pack.classes["my_class"].types == {"MyOp"} and "phony" not in pack.classes
     assert pack.ops["Assign"].engine == "AICPU" and base.ops["Assign"].engine != "AICPU"
     raw = pack.sections["layout_conflict"]

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
+from engine.core.errors import Cite, Loc
+from engine.core.yamlloc import item_span, load_yaml, span_of
 from engine.passes.context import RunContext
 from engine.report.explain import RuleTexts, explain
 from engine.report.html import embed_json, render_html
@@ -68,16 +70,21 @@ def test_rule_texts_are_the_rules_own_source():
     assert cell["text"].startswith("ReadOnlyConst:") and cell["text"][a:b] == "insert_identity"
 
 
-def test_rule_texts_of_list_items_mappings_and_lines(tmp_path):
+def test_rule_texts_quote_exactly_the_cited_item(tmp_path):
     f = tmp_path / "r.yaml"
     f.write_text("top:\n  insert:\n    type: Identity\n    name: x\n  other: 1\nrules:\n  - id: a/b\n"
                  "    when: true\n    value: 1\n  - id: a/c\nm: {k: v, w: insert_identity}\n")
+    doc = load_yaml(f)
     t = RuleTexts()
-    assert t.get(f"{f}:7")["text"] == "- id: a/b\n  when: true\n  value: 1"
-    assert t.get(f"{f}:3:5")["text"] == "insert:\n  type: Identity\n  name: x"
-    line = t.get(f"{f}:11:14")
-    assert line["text"] == "m: {k: v, w: insert_identity}" and line["text"][slice(*line["mark"])] == "insert_identity"
-    assert t.get(f"{f}:99") is None and t.get("no/such.yaml:1") is None and t.get("not a loc") is None
+    rules = doc["rules"]
+    assert t.get(Cite("a/b", *item_span(rules, 0, doc.loc))) == {"id": "a/b", "text": "- id: a/b\n  when: true\n  value: 1"}
+    assert t.get(Cite("a/c", *item_span(rules, 1, doc.loc)))["text"] == "- id: a/c"
+    assert t.get(Cite("", *span_of(doc["top"], "insert", doc.loc)))["text"] == "insert:\n  type: Identity\n  name: x"
+    m = doc["m"]
+    cell = t.get(Cite("", m.value_locs["w"], m["w"].end, span_of(doc, "m", doc.loc)))
+    assert cell["text"] == "m: {k: v, w: insert_identity}" and cell["text"][slice(*cell["mark"])] == "insert_identity"
+    assert t.get(Cite("", Loc(str(f), 99, 1), Loc(str(f), 99, 9))) is None
+    assert t.get(Cite("", Loc("no/such.yaml", 1, 1), Loc("no/such.yaml", 1, 2))) is None
 
 
 def test_unknown_reason_keys_stay_facts_and_known_ones_read_as_sentences():
@@ -85,10 +92,12 @@ def test_unknown_reason_keys_stay_facts_and_known_ones_read_as_sentences():
         "why": "the loop body's outputs would overwrite its inputs", "symbol": "s7",
         "symbol_anchors": ["a_out_0", {"anchor": "b_in_1", "attrs": {"continuous": True}}],
         "a": "a_out_0", "a_marks": ["continuous_output"], "b": "b_in_1", "b_marks": ["normal"],
-        "pair": "continuous_output × normal", "pair_rule": "registered", "pair_loc": "rules/x.yaml:9",
-        "checker": "continuous-out", "checker_loc": "rules/x.yaml:40", "verdict": "conflict", "side": "input",
-        "custom": {"deep": [1, 2]}, "new_rule": "x/y (rules/x.yaml:3)"}}
-    texts = [s["text"] for s in explain(rec)]
+        "pair": "continuous_output × normal", "pair_rule": "registered", "pair_loc": _cite("", 9),
+        "checker": "continuous-out", "checker_loc": _cite("layout/continuous-out", 40), "verdict": "conflict",
+        "side": "input", "custom": {"deep": [1, 2]}, "new_rule": _cite("x/y", 3),
+        "old_rule": "x/z (rules/x.yaml:4)"}}          # a string that looks like a citation is only a fact
+    steps = explain(rec, None, rec["reason"])
+    texts = [s["text"] for s in steps]
     assert texts == [
         "the loop body's outputs would overwrite its inputs",
         "2 anchor(s) share memory symbol s7: a_out_0, b_in_1 (attrs: {continuous: true})",
@@ -97,8 +106,13 @@ def test_unknown_reason_keys_stay_facts_and_known_ones_read_as_sentences():
         "the marks continuous_output × normal conflict (registered)",
         "checker continuous-out picked this anchor to isolate; verdict: conflict; isolated side: input",
         "new rule: x/y"]
-    assert explain(rec)[-1]["loc"] == "rules/x.yaml:3"
+    assert [(s["rule"], s["loc"]) for s in steps[4:]] == [
+        ("", "rules/x.yaml:9:3"), ("continuous-out", "rules/x.yaml:40:3"), ("x/y", "rules/x.yaml:3:3")]
     assert explain({"name": "n", "reason": {}}) == []
+
+
+def _cite(rule_id: str, line: int) -> Cite:
+    return Cite(rule_id, Loc("rules/x.yaml", line, 3), Loc("rules/x.yaml", line + 1, 1))
 
 
 # ---- neighbourhoods and drawings ----------------------------------------------------------
@@ -271,7 +285,7 @@ def test_explain_prints_the_card(capsys):
     assert code == 0
     assert out.startswith("const1_Identity0: Identity inserted by mem_rw_conflict\n")
     assert "  where  const1:0 -> [Identity const1_Identity0] -> allreduce:0\n" in out
-    assert re.search(r"    1\. const1:0 is ReadOnlyConst  \(rule rw/out/const, rules/ge/rw\.yaml:\d+\)\n", out)
+    assert re.search(r"    1\. const1:0 is ReadOnlyConst  \(rule rw/out/const, rules/ge/rw\.yaml:\d+:\d+\)\n", out)
     assert "         | - id: rw/in/input-mutable\n" in out and "         · _input_mutable: true\n" in out
     assert "  control edges moved onto it: ctrl_const\n" in out
     assert "  before  const1:0 -> if:0; const1:0 -> allreduce:0; ctrl_const ..> allreduce\n" in out

@@ -33,6 +33,28 @@ class Loc:
         return Loc(self.file, self.line + dline, dcol + 1)
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class Cite:
+    """A located reference to exactly one pack item: the rule, checker, table entry
+    or policy entry that decided. `loc` is where the item starts, `span` where it
+    ends (exclusive), so the quoted text is that item. A cell of a one-line table
+    row also names the row (`row`: start, end) and is quoted as the row with the
+    cell marked. `rule_id` is "" for an item that is not a rule with an id."""
+
+    rule_id: str
+    loc: Loc
+    span: Loc
+    row: tuple[Loc, Loc] | None = None
+
+    @property
+    def where(self) -> str:
+        """file:line, as messages and reason facts name a rule."""
+        return f"{self.loc.file}:{self.loc.line}"
+
+    def __str__(self) -> str:
+        return f"{self.rule_id} ({self.where})" if self.rule_id else self.where
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     """One error about unusable input."""

@@ -3,7 +3,10 @@
 `load_yaml(path)` returns plain dicts/lists/scalars where every mapping is a
 `YMap` (a dict with `.loc` and per-key `.key_locs`/`.value_locs`), every list a
 `YList` (with `.loc` and `.item_locs`) and every string a `YStr` (with `.loc`).
-Duplicate keys are errors (PyYAML silently keeps the last one).
+Each also records where it ends (`.end`; per key `.value_ends`, per item
+`.item_ends`, since numbers and booleans cannot carry an attribute), so a
+citation can quote exactly one entry (`span_of`, `item_span`). Duplicate keys are
+errors (PyYAML silently keeps the last one).
 """
 from __future__ import annotations
 
@@ -13,18 +16,22 @@ from engine.core.errors import Collector, InputError, Loc, Problem, display_path
 
 
 class YStr(str):
-    __slots__ = ("loc",)
+    __slots__ = ("loc", "end")
 
 
 class YMap(dict):
     loc: Loc
+    end: Loc
     key_locs: dict
     value_locs: dict
+    value_ends: dict
 
 
 class YList(list):
     loc: Loc
+    end: Loc
     item_locs: list
+    item_ends: list
 
 
 def _loc(file: str, mark) -> Loc:
@@ -54,6 +61,7 @@ def load_yaml(path, text: str | None = None):
     if node is None:
         empty = YMap()
         empty.loc, empty.key_locs, empty.value_locs = Loc(file, 1, 1), {}, {}
+        empty.end, empty.value_ends = empty.loc, {}
         return empty
     errors = Collector()
     value = _convert(node, file, errors)
@@ -67,11 +75,22 @@ _float_tag = "tag:yaml.org,2002:float"
 _null_tag = "tag:yaml.org,2002:null"
 
 
+def _end(file: str, node) -> Loc:
+    """Where a node's text ends. Note [block ends]: PyYAML ends a block mapping or
+    list at the next token (the following key, maybe lines of comments further on),
+    so a block collection ends where its last entry does."""
+    while isinstance(node, yaml.CollectionNode) and not node.flow_style and node.value:
+        last = node.value[-1]
+        node = last[1] if isinstance(node, yaml.MappingNode) else last
+    return _loc(file, node.end_mark)
+
+
 def _convert(node, file: str, errors: Collector):
     loc = _loc(file, node.start_mark)
     if isinstance(node, yaml.MappingNode):
         out = YMap()
         out.loc, out.key_locs, out.value_locs = loc, {}, {}
+        out.end, out.value_ends = _end(file, node), {}
         for knode, vnode in node.value:
             key = _convert(knode, file, errors)
             if isinstance(key, (YMap, YList)):
@@ -84,13 +103,15 @@ def _convert(node, file: str, errors: Collector):
             out[key] = _convert(vnode, file, errors)
             out.key_locs[key] = _loc(file, knode.start_mark)
             out.value_locs[key] = _loc(file, vnode.start_mark)
+            out.value_ends[key] = _end(file, vnode)
         return out
     if isinstance(node, yaml.SequenceNode):
         out = YList()
-        out.loc, out.item_locs = loc, []
+        out.loc, out.item_locs, out.end, out.item_ends = loc, [], _end(file, node), []
         for item in node.value:
             out.append(_convert(item, file, errors))
             out.item_locs.append(_loc(file, item.start_mark))
+            out.item_ends.append(_end(file, item))
         return out
     # scalar
     tag = node.tag
@@ -104,10 +125,24 @@ def _convert(node, file: str, errors: Collector):
         if tag == _null_tag:
             return None
     s = YStr(node.value)
-    s.loc = loc
+    s.loc, s.end = loc, _loc(file, node.end_mark)
     return s
 
 
 def loc_of(value, default: Loc) -> Loc:
     """The source position of a located value (or `default`)."""
     return getattr(value, "loc", default)
+
+
+
+def span_of(mapping, key, default: Loc) -> tuple[Loc, Loc]:
+    """(start, end) of one `key: value` entry of a located mapping (`default` when unknown)."""
+    start = getattr(mapping, "key_locs", {}).get(key, default)
+    return start, getattr(mapping, "value_ends", {}).get(key, start)
+
+
+def item_span(items, i: int, default: Loc) -> tuple[Loc, Loc]:
+    """(start, end) of item `i` of a located list (`default` when unknown)."""
+    locs, ends = getattr(items, "item_locs", []), getattr(items, "item_ends", [])
+    start = locs[i] if 0 <= i < len(locs) else default
+    return start, ends[i] if 0 <= i < len(ends) else start

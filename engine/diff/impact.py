@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import gc
 import multiprocessing as mp
-import re
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from engine.core.errors import InputError, Loc, PassFailure, Problem, display_path
+from engine.core.errors import Cite, InputError, Loc, PassFailure, Problem, display_path
 from engine.diff.links import raw_refs
 
 GRAPH_SUFFIXES = (".txt", ".pbtxt", ".pb", ".yaml", ".yml")
-_CITE = re.compile(r" \([^()]*:\d+(?::\d+)?\)")
 _PACKS: dict[str, Any] = {}       # per process: pack folder → loaded pack
 
 
@@ -62,13 +60,13 @@ def why_text(reason: dict) -> str:
     r = reason
     if "cell" in r:
         base = f"{r.get('output_rw')} × {r.get('input_rw')} → {r.get('decision')} ({r['cell']})"
-        typed = [f"{k.split('_')[0]} by {_CITE.sub('', str(r[k]))}" for k in ("output_rule", "input_rule") if r.get(k)]
+        typed = [f"{k.split('_')[0]} by {_named(r[k])}" for k in ("output_rule", "input_rule") if r.get(k)]
         return base + ("; " + ", ".join(typed) if typed else "")
     if "pair" in r:
         return f"{r['pair']} ({r.get('pair_rule', '')}) → checker {r.get('checker', '?')}"
     if "why" in r:
         return str(r["why"])
-    facts = [f"{k}={v}" for k, v in r.items() if isinstance(v, (str, int, bool)) and not k.endswith("_loc")]
+    facts = [f"{k}={v}" for k, v in r.items() if isinstance(v, (str, int, bool, Cite)) and not k.endswith("_loc")]
     return ", ".join(facts[:4])
 
 
@@ -84,9 +82,16 @@ def _sig(reason: dict, rename) -> tuple:
     return tuple((k, _norm(reason[k], rename)) for k in DECISIVE if k in reason)
 
 
+def _named(v: Any) -> str:
+    """A cited rule by its id (its location is no fact: a moved line is no change)."""
+    return v.rule_id if isinstance(v, Cite) else str(v)
+
+
 def _norm(v: Any, rename) -> Any:
+    if isinstance(v, Cite):
+        return v.rule_id
     if isinstance(v, str):
-        return rename(_CITE.sub("", v))
+        return rename(v)
     if isinstance(v, list):
         return tuple(_norm(x, rename) for x in v)
     if isinstance(v, dict):
@@ -135,11 +140,10 @@ def insertion_records(insertions) -> tuple[_Positions, list[dict]]:
     pos = _Positions(insertions)
     out = []
     for i in insertions:
-        loc = str(i.rule_loc) if i.rule_loc else ""
         out.append({"name": i.name, "type": i.type, "graph": i.graph, "pass": i.pass_id, "rule": i.rule,
-                    "rule_loc": loc, "producer": i.producer, "consumers": list(i.consumers),
+                    "rule_loc": i.rule_loc, "producer": i.producer, "consumers": list(i.consumers),
                     "why": why_text(i.reason), "key": (i.graph, *pos.parts(i)), "sig": _sig(i.reason, pos.rename),
-                    "refs": raw_refs(i.pass_id, i.rule, loc, i.reason)})
+                    "refs": raw_refs(i.pass_id, i.rule, i.cite, i.reason)})
     return pos, out
 
 
@@ -164,17 +168,26 @@ def run_side(pack, graph_file: str, options: dict, passes: list[str] | None) -> 
         status, message = "failed", str(exc)
     pos, ins = insertion_records(ctx.insertions)
     rem = [{"name": r.name, "type": r.type, "graph": r.graph, "pass": r.pass_id, "rule": r.rule,
-            "key": (r.graph, pos.rename(r.name), r.type), "refs": raw_refs(r.pass_id, r.rule, "", r.reason)}
+            "key": (r.graph, pos.rename(r.name), r.type), "refs": raw_refs(r.pass_id, r.rule, None, r.reason)}
            for r in ctx.removals]
     diags = [{"code": d.code, "severity": d.severity, "message": d.message, "pass": d.pass_id,
-              "key": (d.code, d.severity, d.pass_id, " ".join(pos.rename(w) for w in _CITE.sub("", d.message).split(" "))),
-              "refs": raw_refs(d.pass_id, str(d.details.get("rule", "")), str(d.details.get("rule_loc") or ""), {})}
+              "key": (d.code, d.severity, d.pass_id, " ".join(pos.rename(w) for w in _uncited(d).split(" "))),
+              "refs": raw_refs(d.pass_id, str(d.details.get("rule", "")), d.cites[0] if d.cites else None, {})}
              for d in ctx.diagnostics]
     plan = _var_plan(ctx)
     out = {"status": status, "message": message, "skipped": skipped, "passes": [r.pass_id for r in ctx.pass_runs],
            "insertions": ins, "removals": rem, "diagnostics": diags, "variables": plan}
     gc.unfreeze()
     return out
+
+
+def _uncited(d) -> str:
+    """A diagnostic's message without the locations of the rules it cites (a moved
+    line is no change)."""
+    text = d.message
+    for c in d.cites:
+        text = text.replace(f" ({c.where})", "")
+    return text
 
 
 def _var_plan(ctx) -> dict | None:

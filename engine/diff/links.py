@@ -1,10 +1,10 @@
 """From an isolation's provenance back to the rule changes that caused it.
 
-A pass records, with every node it inserts, the rule id and location that
-decided, and facts such as the typing rules (`rw/out/const (rules/ge/rw.yaml:47)`),
-the matrix cell and its location, the layout pair and its table entry, the
-checker and the attributes of both anchors. `raw_refs` turns those into
-references (`rule:`, `loc:`, `line:`, `cell:`, `pair:`, `attr:`, `pass:`).
+A pass records, with every node it inserts, the Cite of the item that decided
+(rule id and location) and facts such as the typing rules, the matrix cell, the
+layout pair and its table entry, the checker (Cites too) and the attributes of
+both anchors. `raw_refs` turns those into references (`rule:`, `loc:`, `line:`,
+`cell:`, `pair:`, `attr:`, `pass:`).
 
 `PackIndex` widens them with what the deciding entries depend on: the pack
 functions their DSL calls (transitively) and the op classes it tests, so a
@@ -14,24 +14,19 @@ step's `match`/`let`, a rule set's `gate`), not its peers in the same table.
 """
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from engine.core.errors import Loc
+from engine.core.errors import Cite, Loc
 from engine.diff.model import Change
 from engine.diff.packdiff import PackSide
 from engine.diff.tree import is_flat, is_scalar, item_loc, key_loc, keyed_items, list_key, loc_refs, path_join
 
-_CITE = re.compile(r"^(\S+) \((.+?):(\d+)\)$")
-_LOC = re.compile(r"^(.+?\.ya?ml):(\d+)(?::(\d+))?$")
-
-
-def loc_text_refs(text: str) -> tuple[str, ...]:
-    """A cited location: exact when it has a column (Note [cell precision])."""
-    m = _LOC.match(text)
-    if not m:
-        return ()
-    return loc_refs(Loc(m.group(1), int(m.group(2)), int(m.group(3) or 0)))[:1]
+def cite_refs(cite: Cite, exact: bool) -> list[str]:
+    """The rule a Cite names and where: the exact position for the deciding item and
+    for a cell (Note [cell precision]), the line for an item a fact cites."""
+    out = [f"rule:{cite.rule_id}"] if cite.rule_id else []
+    loc = cite.loc if exact or cite.row is not None else Loc(cite.loc.file, cite.loc.line)
+    return out + list(loc_refs(loc)[:1])
 
 
 def _pair(text: str) -> str | None:
@@ -42,25 +37,21 @@ def _pair(text: str) -> str | None:
     return f"pair:{a} × {b}"
 
 
-def raw_refs(pass_id: str, rule: str, rule_loc: str, reason: dict) -> list[str]:
+def raw_refs(pass_id: str, rule: str, cite: Cite | None, reason: dict) -> list[str]:
     """References named by one provenance record (computed in the workers)."""
     out = {f"pass:{pass_id}"}
     if rule:
         out.add(f"rule:{rule}")
-    if rule_loc:
-        out.update(loc_text_refs(rule_loc))
+    if cite is not None:
+        out.update(cite_refs(cite, True))
     for key, v in reason.items():
         if isinstance(v, list) and not key.endswith("_marks"):
             continue             # anchor lists (a symbol's members, ...) cite no rule
         for x in v if isinstance(v, list) else [v]:
-            if not isinstance(x, str):
+            if isinstance(x, Cite):
+                out.update(cite_refs(x, False))
+            elif not isinstance(x, str):
                 continue
-            m = _CITE.match(x)
-            if m:
-                out.add(f"rule:{m.group(1)}")
-                out.add(f"line:{m.group(2)}:{m.group(3)}")
-            elif key.endswith("_loc"):
-                out.update(loc_text_refs(x))
             elif key == "cell":
                 out.add(f"cell:{x}")
             elif key == "pair":

@@ -8,7 +8,6 @@ README.md ("Diffing rule packs").
 from __future__ import annotations
 
 import json
-import re
 
 from engine.diff.links import Linker
 from engine.diff.model import Change, PackDiff
@@ -17,14 +16,6 @@ from engine.diff.source import PackSource
 SCHEMA = 1
 GATES = ("any", "rules", "impact", "removed-isolation", "added-isolation")
 NO_IMPACT = {"added": 0, "removed": 0, "changed": 0, "removals": 0, "diagnostics": 0, "graphs": 0}
-_LOCTEXT = re.compile(r"^(.+?):(\d+)(?::\d+)?$")
-
-
-def show_loc_text(src: PackSource, text: str) -> str:
-    m = _LOCTEXT.match(text or "")
-    return f"{src.show(m.group(1))}:{m.group(2)}" if m else (text or "")
-
-
 def _side(src: PackSource, side) -> dict | None:
     if side is None:
         return None
@@ -40,7 +31,7 @@ def _change(c: Change, o: PackSource, n: PackSource) -> dict:
 
 def _rec(src: PackSource, rec: dict) -> dict:
     out = {k: v for k, v in rec.items() if k != "refs"}
-    out["rule_loc"] = show_loc_text(src, rec.get("rule_loc", ""))
+    out["rule_loc"] = src.show_loc(rec.get("rule_loc"))      # a Loc (None: no rule location)
     out["why"] = src.show_text(rec.get("why", ""))
     return out
 

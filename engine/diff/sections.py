@@ -107,10 +107,10 @@ def _classes(cfg: Any) -> dict[frozenset, tuple[str, Loc | None]]:
         for y in cfg.attributes:
             if x in cfg.wildcard or y in cfg.wildcard:
                 out[frozenset((x, y))] = ("wildcard no-conflict", None)
-    for p, loc in cfg.abs_no_conflict.items():
-        out[p] = ("absolute no-conflict", loc)
-    for p, loc in cfg.abs_conflict.items():
-        out[p] = ("absolute conflict", loc)
+    for p, cite in cfg.abs_no_conflict.items():
+        out[p] = ("absolute no-conflict", cite.loc)
+    for p, cite in cfg.abs_conflict.items():
+        out[p] = ("absolute conflict", cite.loc)
     for p, reg in cfg.registrations.items():
         out[p] = (f"registered: {reg.checker}", reg.loc)
     return out

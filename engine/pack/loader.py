@@ -17,6 +17,7 @@ from engine.core.resources import default_pack_dir
 from engine.core.errors import Collector, InputError, Loc, Problem, did_you_mean, display_path
 from engine.core.schema import Reader, str_list
 from engine.pack.overlay import resolve_pack
+from engine.core.yamlloc import item_span
 from engine.pack.model import (CORE_SECTIONS, PASS_SCOPES, SCHEMA_VERSION, FuncDef, OpClass, OpSpec, Pack,
                                PassSpec, Rule, Step, SurgerySpec)
 
@@ -305,7 +306,7 @@ def load_rules(value: Any, what: str, pack: Pack, errors: Collector, fallback: L
         if rid:
             register_rule_id(pack, str(rid), r.value_loc("id"), errors)
         if when is not None and value_expr is not None:
-            rules.append(Rule(str(rid), when, value_expr, str(doc), value.item_locs[i]))
+            rules.append(Rule(str(rid), when, value_expr, str(doc), *item_span(value, i, fallback)))
     return rules
 
 

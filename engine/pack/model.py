@@ -10,7 +10,7 @@ from typing import Any
 from engine.dsl import library as primitives
 from engine.dsl.compiler import Scope
 from engine.dsl.ast import Expr, Signature
-from engine.core.errors import Loc
+from engine.core.errors import Cite, Loc
 
 SCHEMA_VERSION = 1
 CORE_SECTIONS = ("op_classes", "ops", "op_defaults", "stages", "passes", "pipeline", "surgery", "attr_keys")
@@ -44,10 +44,11 @@ class Rule:
     value: Expr
     doc: str
     loc: Loc
+    end: Loc | None = None     # where the list item ends (None: built in code, not read from YAML)
 
     @property
-    def cite(self) -> str:
-        return f"{self.id} ({self.loc.file}:{self.loc.line})"
+    def cite(self) -> Cite:
+        return Cite(self.id, self.loc, self.end or self.loc)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from typing import Any
 
 from engine.core import surgery
 from engine.passes.context import Diagnostic, Insertion, anchor_ref
-from engine.core.errors import Loc, PassFailure
+from engine.core.errors import Cite, PassFailure
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor
 from engine.passes.insertion import InsertSpec, apply_neighbour_attrs, build_op
 from engine.dsl.ast import dsl_literal
@@ -41,10 +41,10 @@ from engine.passes.surgery_hooks import SurgeryHooks
 
 @dataclass(frozen=True, slots=True)
 class Why:
-    """The rule firing while actions run: its id, location and decisive facts."""
+    """The rule firing while actions run: its id, the pack item and the decisive facts."""
 
     rule: str
-    loc: Loc | None
+    cite: Cite | None
     reason: dict
 
 
@@ -124,15 +124,17 @@ class Rewriter:
             reason.update(extra)
         self.ctx.insertions.append(Insertion(
             name=node.name, type=node.type, graph=node.graph.name, pass_id=self.pass_id, rule=self.why.rule,
-            rule_loc=self.why.loc, producer=", ".join(anchor_ref(p) for p in producers if p is not None),
+            cite=self.why.cite, producer=", ".join(anchor_ref(p) for p in producers if p is not None),
             consumers=tuple(anchor_ref(c) for c in consumers), reason=reason, attrs=attrs,
             moved_control=tuple(moved)))
 
     def _diag(self, node: Node, message: str, details: dict) -> None:
+        cite = self.why.cite
         d = {"node": node.name, "graph": node.graph.name, "rule": self.why.rule,
-             "rule_loc": str(self.why.loc) if self.why.loc else None, "reason": dict(self.why.reason)}
+             "rule_loc": str(cite.loc) if cite is not None else None, "reason": dict(self.why.reason)}
         d.update(details)
-        self.ctx.diagnostics.append(Diagnostic("ATTR_SET", "info", message, self.pass_id, d))
+        self.ctx.diagnostics.append(Diagnostic("ATTR_SET", "info", message, self.pass_id, d,
+                                               (cite,) if cite is not None else ()))
 
     @staticmethod
     def _fields(src: OutAnchor | None, dst: InAnchor | None) -> dict:

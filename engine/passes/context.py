@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.core.errors import Loc
+from engine.core.errors import Cite, Loc
 from engine.core.graph import Model, Node
 from engine.pack.model import Pack
 
@@ -19,19 +19,23 @@ class Insertion:
     graph: str
     pass_id: str
     rule: str                 # rule id that decided
-    rule_loc: Loc | None
+    cite: Cite | None         # the pack item that decided
     producer: str             # "node:out" feeding the new node ("" if none)
     consumers: tuple[str, ...]  # "node:in" fed by the new node
-    reason: dict              # facts behind the decision (JSON-able)
+    reason: dict              # facts behind the decision (JSON-able, or Cite: the item a fact comes from)
     attrs: dict               # attributes set on the new node → why
     moved_control: tuple[str, ...] = ()
+
+    @property
+    def rule_loc(self) -> Loc | None:
+        return self.cite.loc if self.cite is not None else None
 
     def to_json(self) -> dict:
         return {
             "name": self.name, "type": self.type, "graph": self.graph, "pass": self.pass_id,
             "rule": self.rule, "rule_loc": str(self.rule_loc) if self.rule_loc else None,
             "producer": self.producer, "consumers": list(self.consumers),
-            "reason": self.reason, "attrs": self.attrs, "moved_control": list(self.moved_control),
+            "reason": reason_json(self.reason), "attrs": self.attrs, "moved_control": list(self.moved_control),
         }
 
 
@@ -46,7 +50,7 @@ class Removal:
 
     def to_json(self) -> dict:
         return {"name": self.name, "type": self.type, "graph": self.graph, "pass": self.pass_id,
-                "rule": self.rule, "reason": self.reason}
+                "rule": self.rule, "reason": reason_json(self.reason)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +60,11 @@ class Diagnostic:
     message: str
     pass_id: str
     details: dict = field(default_factory=dict)
+    cites: tuple[Cite, ...] = ()     # the pack items it names (the report links them to their text)
 
     def to_json(self) -> dict:
         out = {"code": self.code, "severity": self.severity, "message": self.message, "pass": self.pass_id}
-        out.update(self.details)
+        out.update(reason_json(self.details))
         return out
 
 
@@ -126,3 +131,18 @@ def json_value(v: Any) -> Any:
     if isinstance(v, Loc):
         return str(v)
     return v
+
+
+def reason_json(reason: dict) -> dict:
+    """Facts as JSON. Note [cited facts]: a fact may be a Cite (the pack item it
+    comes from); under a `*_loc` key it is written as the item's location (the key
+    of its text in the report's `rules`), under any other key as "rule-id (file:line)"."""
+    if not any(isinstance(v, Cite) for v in reason.values()):
+        return reason
+    return {k: (str(v.loc) if k.endswith("_loc") else str(v)) if isinstance(v, Cite) else v
+            for k, v in reason.items()}
+
+
+def reason_cites(reason: dict) -> list[Cite]:
+    """The Cites among a record's facts, in fact order."""
+    return [v for v in reason.values() if isinstance(v, Cite)]

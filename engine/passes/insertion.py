@@ -6,7 +6,7 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
-from engine.core.errors import Collector, Loc, did_you_mean
+from engine.core.errors import Cite, Collector, Loc, did_you_mean
 from engine.core.attrs import attr_kind, attr_value, set_attr, typed_attr
 from engine.core.graph import Graph, Node
 from engine.core.surgery import make_op
@@ -31,6 +31,11 @@ class InsertSpec:
     move_flag_from_dst: tuple[str, ...] = ()       # bool true on the consumer → false there, true here
     move_flag_from_src: tuple[str, ...] = ()       # bool true on the producer → false there, true here
     drop_desc_attrs: tuple[str, ...] = ()
+    end: Loc | None = None                         # where the `insert:` mapping ends
+
+    def cite(self, rule_id: str) -> Cite:
+        """The insert block, cited for the node it builds."""
+        return Cite(rule_id, self.loc, self.end or self.loc)
 
     def attr_reasons(self) -> dict:
         return {k: f"set by the insert rule ({self.loc.file}:{self.loc.line})" for k, _ in self.set_attrs}
@@ -76,7 +81,8 @@ def load_insert_spec(value: Any, what: str, errors: Collector, fallback: Loc) ->
     if not typ or not name:
         return None
     return InsertSpec(str(typ), str(name), str(counter), tuple(map(str, inputs)), tuple(map(str, outputs)),
-                      keep_attrs, tuple(set_attrs), tuple(map(str, copy)), r.loc, **extra)
+                      keep_attrs, tuple(set_attrs), tuple(map(str, copy)), r.loc, **extra,
+                      end=getattr(value, "end", None))
 
 
 def port_names(base: tuple[str, ...], count: int) -> list[str]:

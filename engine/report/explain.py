@@ -9,7 +9,6 @@ options a cited rule tests. `render_card` prints a card for the terminal.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -17,17 +16,9 @@ from typing import Any, Callable
 from engine.dsl.ast import Call, Const, Field, IsClass, Var, dsl_literal, walk
 from engine.pack.model import Rule
 from engine.core.attrs import attr_value, node_attr
+from engine.core.errors import Cite, Loc
 
-CITE = re.compile(r"^(?P<id>\S+) \((?P<loc>[^()\s]+:\d+(?::\d+)?)\)$")
-CITES = re.compile(r"(?P<id>[\w./-]+) \((?P<loc>[^()\s]+:\d+(?::\d+)?)\)")
-LOC = re.compile(r"^[^\s()]+:\d+(?::\d+)?$")
 MAX_LISTED = 8
-
-
-def split_cite(value: Any) -> tuple[str, str] | None:
-    """"rw/out/const (rules/ge/rw.yaml:47)" → ("rw/out/const", "rules/ge/rw.yaml:47")."""
-    m = CITE.match(value) if isinstance(value, str) else None
-    return (m["id"], m["loc"]) if m else None
 
 
 def show(value: Any) -> str:
@@ -47,23 +38,27 @@ def step(text: str, rule: str = "", loc: str = "", facts: list | None = None) ->
     return {"text": text, "rule": rule, "loc": loc, "facts": facts or []}
 
 
+def cited(text: str, cite: Any, facts: list | None = None) -> dict:
+    """A step citing a pack item (a Cite among the record's facts), or uncited."""
+    if isinstance(cite, Cite):
+        return step(text, cite.rule_id, str(cite.loc), facts)
+    return step(text)
+
+
 # ---- facts from the graph and the pack ----------------------------------------------
 class Evidence:
     """What a cited rule looked at, read back from the final graph (None: no graph)."""
 
     def __init__(self, ctx=None):
         self.ctx = ctx
-        self.rules: dict[str, Rule] = {}
-        self.probes: dict[str, list] = {}       # rule loc → the sub-expressions worth reading back
+        self.rules: dict[Loc, Rule] = {}
+        self.probes: dict[Loc, list] = {}       # rule loc → the sub-expressions worth reading back
         if ctx is not None:
             for rule in _pack_rules(ctx.pack):
-                self.rules[f"{rule.loc.file}:{rule.loc.line}"] = rule
+                self.rules[rule.loc] = rule
 
-    def rule_id(self, loc: str) -> str:
-        rule = self.rules.get(loc)
-        return rule.id if rule is not None else ""
-
-    def facts(self, graph: str, ref: str, is_input: bool, loc: str) -> list[list[str]]:
+    def facts(self, graph: str, ref: str, is_input: bool, cite: Cite) -> list[list[str]]:
+        loc = cite.loc
         rule = self.rules.get(loc)
         if rule is None or self.ctx is None:
             return []
@@ -132,9 +127,9 @@ def _pack_rules(pack) -> list[Rule]:
 class _Reader:
     """The record being explained, and which reason keys have been told."""
 
-    def __init__(self, record: dict, evidence: Evidence):
+    def __init__(self, record: dict, evidence: Evidence, reason: dict | None = None):
         self.r = record
-        self.reason = record.get("reason") or {}
+        self.reason = (record.get("reason") or {}) if reason is None else reason
         self.ev = evidence
         self.used: set[str] = set()
 
@@ -158,12 +153,11 @@ class _Reader:
 
     def typed(self, subject: str, rw: str, why: Any, is_input: bool) -> dict:
         """"X is T", cited by the rule that typed it (or the walk's own words)."""
-        cite = split_cite(why)
-        if cite is None:
+        if not isinstance(why, Cite):
             return step(f"{subject} is {rw}" + (f": {why}" if why else ""))
         ref = subject.split(", ")[0]
-        facts = self.ev.facts(self.r.get("graph", ""), ref, is_input, cite[1])
-        return step(f"{subject} is {rw}", cite[0], cite[1], facts)
+        facts = self.ev.facts(self.r.get("graph", ""), ref, is_input, why)
+        return cited(f"{subject} is {rw}", why, facts)
 
 
 def _why(x: _Reader) -> list[dict]:
@@ -192,7 +186,7 @@ def _cell(x: _Reader) -> list[dict]:
     if not x.has("decision"):
         return []
     cell = x.get("cell", "the decision")
-    return [step(f"{cell} = {x.get('decision')}", "", str(x.get("cell_loc", "") or ""))]
+    return [_uncited_id(cited(f"{cell} = {x.get('decision')}", x.get("cell_loc")))]
 
 
 def _parent(x: _Reader) -> list[dict]:
@@ -233,8 +227,8 @@ def _pair(x: _Reader) -> list[dict]:
     if not x.has("pair"):
         return []
     kind = x.get("pair_rule")
-    return [step(f"the marks {show(x.get('pair'))} conflict" + (f" ({kind})" if kind else ""), "",
-                 str(x.get("pair_loc", "") or ""))]
+    return [_uncited_id(cited(f"the marks {show(x.get('pair'))} conflict" + (f" ({kind})" if kind else ""),
+                              x.get("pair_loc")))]
 
 
 def _checker(x: _Reader) -> list[dict]:
@@ -245,17 +239,23 @@ def _checker(x: _Reader) -> list[dict]:
         text += f"; verdict: {show(x.get('verdict'))}"
     if x.has("side"):
         text += f"; isolated side: {show(x.get('side'))}"
-    return [step(text, str(x.reason["checker"]), str(x.get("checker_loc", "") or ""))]
+    c = x.get("checker_loc")
+    return [step(text, str(x.reason["checker"]), str(c.loc) if isinstance(c, Cite) else "")]
+
+
+def _uncited_id(s: dict) -> dict:
+    """A table entry's step names its location only (the rule is the card's)."""
+    s["rule"] = ""
+    return s
 
 
 def _cited(x: _Reader) -> list[dict]:
-    """Any other reason value written as a rule citation: "id (file:line)"."""
+    """Any other fact that cites a pack item."""
     out = []
     for key, value in x.reason.items():
-        cite = split_cite(value)
-        if key not in x.used and cite is not None:
+        if key not in x.used and isinstance(value, Cite):
             x.used.add(key)
-            out.append(step(f"{key.replace('_', ' ')}: {cite[0]}", cite[0], cite[1]))
+            out.append(cited(f"{key.replace('_', ' ')}: {value.rule_id or value.where}", value))
     return out
 
 
@@ -264,8 +264,10 @@ SENTENCES: tuple[Callable[[_Reader], list[dict]], ...] = (
     _why, _symbol, _marked, _pair, _checker, _output, _identity, _input, _parent, _cell, _cited)
 
 
-def explain(record: dict, evidence: Evidence | None = None) -> list[dict]:
-    x = _Reader(record, evidence or Evidence())
+def explain(record: dict, evidence: Evidence | None = None, reason: dict | None = None) -> list[dict]:
+    """Steps for one insertion record; `reason` is the pass's own facts (with their
+    Cites), else the record's JSON facts (which cite nothing)."""
+    x = _Reader(record, evidence or Evidence(), reason)
     steps: list[dict] = []
     for sentence in SENTENCES:
         steps += sentence(x)
@@ -274,37 +276,22 @@ def explain(record: dict, evidence: Evidence | None = None) -> list[dict]:
 
 # ---- rule text ------------------------------------------------------------------------
 class RuleTexts:
-    """The source text at a cited location: a YAML list item with its body, or one line."""
+    """The source text of a cited pack item: exactly the item (a list item with its
+    body, a `name: {...}` entry), or for a cell its row with the cell marked."""
 
     def __init__(self, pack_dir: Path | None = None):
         self.pack_dir = pack_dir
         self.files: dict[str, list[str] | None] = {}
 
-    def get(self, loc: str, rule_id: str = "") -> dict | None:
-        if not LOC.match(loc):
+    def get(self, cite: Cite) -> dict | None:
+        lines = self._lines(cite.loc.file)
+        if lines is None or not 0 < cite.loc.line <= len(lines):
             return None
-        parts = loc.split(":")
-        line, col = int(parts[1]), int(parts[2]) if len(parts) > 2 else 0
-        lines = self._lines(parts[0])
-        if lines is None or not 0 < line <= len(lines):
-            return None
-        first = lines[line - 1]
-        indent = _indent(first)
-        if first.lstrip().startswith("- "):               # a list item and its body
-            block = [first] + _body(lines, line, lambda n: n > indent)
-        elif col - 1 == indent:                            # a block mapping: its key and entries
-            block = [first] + _body(lines, line, lambda n: n >= indent)
-            if line >= 2 and lines[line - 2].rstrip().endswith(":") and _indent(lines[line - 2]) < indent:
-                block.insert(0, lines[line - 2])
-        else:
-            block = [first]
-        base = min(_indent(s) for s in block if s.strip())
-        text = "\n".join(s[base:] for s in block)
-        out = {"id": rule_id, "text": text}
-        if col - 1 > indent and len(block) == 1:           # a value inside a line: mark it
-            start = col - 1 - base
-            end = start + len(re.match(r"[^,}\]]*", text[start:]).group(0).rstrip())
-            out["mark"] = [start, end]
+        start, end = cite.row or (cite.loc, cite.span)
+        text, col = _quote(lines, start, end)
+        out = {"id": cite.rule_id, "text": text}
+        if cite.row is not None:
+            out["mark"] = [_offset(text, start, col, cite.loc), _offset(text, start, col, cite.span)]
         return out
 
     def _lines(self, file: str) -> list[str] | None:
@@ -319,19 +306,41 @@ class RuleTexts:
         return self.files[file]
 
 
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip())
-
-
-def _body(lines: list[str], line: int, deeper: Callable[[int], bool], cap: int = 24) -> list[str]:
+def _quote(lines: list[str], start: Loc, end: Loc) -> tuple[str, int]:
+    """The text from `start` to `end` (exclusive), dedented to where it begins, and
+    that column (0-based). A list item keeps its `- `; an item without an end is
+    quoted to the end of its line."""
+    first = lines[start.line - 1]
+    indent = len(first) - len(first.lstrip())
+    col = max(start.col - 1, 0)
+    if first[indent:col].replace("-", " ").strip() == "":
+        col = min(col, indent)
+    if (end.line, end.col) <= (start.line, start.col):
+        return first[col:].rstrip(), col
+    last, cut = (end.line - 1, None) if end.col <= 1 else (end.line, end.col - 1)
+    block = lines[start.line - 1:last]
     out = []
-    for nxt in lines[line:line + cap]:
-        if nxt.strip() and not deeper(_indent(nxt)):
-            break
-        out.append(nxt)
-    while out and not out[-1].strip():
+    for k, line in enumerate(block):
+        if k == len(block) - 1 and cut is not None:
+            line = line[:cut]
+        if k == 0:
+            line = line[col:]
+        else:
+            line = line[col:] if not line[:col].strip() else line.lstrip()
+        out.append(line.rstrip())
+    while out and not out[-1]:
         out.pop()
-    return out
+    return "\n".join(out), col
+
+
+def _offset(text: str, start: Loc, col: int, at: Loc) -> int:
+    """Where `at` falls in a quote that begins at `start`, column `col`."""
+    rows = text.split("\n")
+    k = at.line - start.line
+    if k >= len(rows) or (k > 0 and at.col <= 1):       # at the start of a line after it: its end
+        k = min(k, len(rows)) - 1
+        return sum(len(r) + 1 for r in rows[:k]) + len(rows[k])
+    return sum(len(r) + 1 for r in rows[:k]) + min(max(at.col - 1 - col, 0), len(rows[k]))
 
 
 # ---- terminal ---------------------------------------------------------------------------

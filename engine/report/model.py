@@ -15,8 +15,9 @@ import json
 from collections import Counter
 
 from engine import __version__
-from engine.passes.context import RunContext
-from engine.report.explain import CITES, Evidence, RuleTexts, explain, show, step
+from engine.core.errors import Cite
+from engine.passes.context import RunContext, reason_cites
+from engine.report.explain import Evidence, RuleTexts, explain, show, step
 from engine.report.neighbourhood import capture, record_only
 
 REPORT_SCHEMA = 2
@@ -48,7 +49,7 @@ def _insertion(ctx: RunContext, ins, evidence: Evidence, removed: dict) -> dict:
     node = g.find(ins.name) if g is not None else None
     rec["path"] = graph_path(ctx.model, ins.graph)
     rec["attr_values"] = {k: show(_attr(node, k)) for k in ins.attrs} if node is not None else {}
-    rec["explanation"] = explain(rec, evidence)
+    rec["explanation"] = explain(rec, evidence, ins.reason)
     gone = removed.get((ins.graph, ins.name))
     if gone is not None and node is None:
         rec["removed_by"] = {"pass": gone.pass_id, "rule": gone.rule}
@@ -72,7 +73,7 @@ def explain_insertion(ctx: RunContext, ins) -> tuple[dict, dict]:
     """One insertion's card and the rule texts it cites (`memconflict explain`)."""
     evidence = Evidence(ctx)
     rec = _insertion(ctx, ins, evidence, _removals(ctx))
-    return rec, _rule_table(ctx, [rec], [], evidence)
+    return rec, _rule_table(ctx, [ins], [])
 
 
 def not_inserted(ctx: RunContext, name: str) -> tuple[str, str]:
@@ -95,40 +96,25 @@ def not_inserted(ctx: RunContext, name: str) -> tuple[str, str]:
     return message, "these passes inserted no node; try other --passes or --option values"
 
 
-def _rule_table(ctx: RunContext, insertions: list[dict], diagnostics: list[dict], evidence: Evidence) -> dict:
-    """Source text of every cited location: the cards' rules and steps, the diagnostics' rules."""
+def _rule_table(ctx: RunContext, insertions: list, diagnostics: list) -> dict:
+    """Source text of every cited pack item, keyed by where it starts: the cards'
+    rules and the items their facts cite, the diagnostics' rules. Items cited at
+    one place with and without a rule id (a matrix cell: by the card, by its
+    `cell_loc` fact) are one entry, named by the id."""
     texts = RuleTexts(ctx.pack.path)
-    locs = set()
-    for rec in insertions:
-        if rec["rule_loc"]:
-            locs.add(rec["rule_loc"])
-        locs.update(s["loc"] for s in rec["explanation"] if s["loc"])
-    for d in diagnostics:
-        locs.update(loc for _, loc in _cited_rules(d, ctx))
+    cites: dict[str, Cite] = {}
+    every = [c for i in insertions for c in (i.cite, *reason_cites(i.reason)) if c is not None]
+    every += [c for d in diagnostics for c in d.cites]
+    for c in every:
+        key = str(c.loc)
+        if key not in cites or (c.rule_id and not cites[key].rule_id):
+            cites[key] = c
     table = {}
-    for loc in sorted(locs):
-        entry = texts.get(loc, evidence.rule_id(loc))
+    for key in sorted(cites):
+        entry = texts.get(cites[key])
         if entry is not None:
-            table[loc] = entry
+            table[key] = entry
     return table
-
-
-def _cited_rules(d: dict, ctx: RunContext) -> list[tuple[str, str]]:
-    """(rule id, file:line) a diagnostic names: "id (file:line)" in its text, or known rule ids in its details."""
-    out: list[tuple[str, str]] = []
-    values = [d.get("message", "")]
-    for key, v in d.items():
-        if key not in ("code", "severity", "message", "pass", "cites"):
-            values += v if isinstance(v, list) else [v]
-    for v in values:
-        if not isinstance(v, str):
-            continue
-        found = [(m["id"], m["loc"]) for m in CITES.finditer(v)]
-        loc = ctx.pack.rule_ids.get(v)
-        if loc is not None:
-            found.append((v, f"{loc.file}:{loc.line}"))
-        out += [c for c in found if c not in out]
-    return out
 
 
 def _counts(items: list[dict], key: str) -> dict:
@@ -140,8 +126,8 @@ def build_report(ctx: RunContext, input_file: str, before: dict) -> dict:
     removed = _removals(ctx)
     ins = [_insertion(ctx, i, evidence, removed) for i in ctx.insertions]
     diagnostics = [d.to_json() for d in ctx.diagnostics]
-    for d in diagnostics:
-        d["cites"] = [{"rule": rid, "loc": loc} for rid, loc in _cited_rules(d, ctx)]
+    for d, diag in zip(diagnostics, ctx.diagnostics):
+        d["cites"] = [{"rule": c.rule_id, "loc": str(c.loc)} for c in diag.cites]
     report = {
         "memconflict": __version__,
         "report_schema": REPORT_SCHEMA,
@@ -165,7 +151,7 @@ def build_report(ctx: RunContext, input_file: str, before: dict) -> dict:
         "insertions": ins,
         "removals": [r.to_json() for r in ctx.removals],
         "diagnostics": diagnostics,
-        "rules": _rule_table(ctx, ins, diagnostics, evidence),
+        "rules": _rule_table(ctx, ctx.insertions, ctx.diagnostics),
     }
     report["sections"] = default_sections(report)
     return report

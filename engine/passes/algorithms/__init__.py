@@ -2,7 +2,6 @@
 
 Importing this package registers every algorithm and shared pack section.
 """
-from engine.passes.registry import ALGORITHMS, SECTIONS, Algorithm, register, register_section  # noqa: F401
 from engine.passes import symbols  # noqa: E402,F401  (registers the `symbols` section)
 from engine.passes.algorithms import rw  # noqa: E402,F401
 from engine.passes.algorithms import layout  # noqa: E402,F401

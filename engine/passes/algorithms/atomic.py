@@ -33,7 +33,7 @@ from engine.core import surgery
 from engine.passes.context import Diagnostic, Insertion
 from engine.dsl.compiler import Compiler
 from engine.dsl.ast import Expr
-from engine.core.errors import Collector, Loc, PassFailure, did_you_mean
+from engine.core.errors import Cite, Collector, Loc, PassFailure, did_you_mean
 from engine.core.graph import Graph, Node
 from engine.pack.model import Pack
 from engine.pack.loader import parse_rule_expr, register_rule_id
@@ -42,6 +42,7 @@ from engine.core.attrs import attr_value, set_attr, typed_attr
 from engine.proto import ge_ir_pb2 as pb
 from engine.dsl.queries import QUERY_PRIMITIVES
 from engine.core.schema import Reader
+from engine.core.yamlloc import span_of
 
 PREDICATES = {
     "clean_separately": "the clean policy compiles every atomic node's clean task itself (over no node)",
@@ -75,7 +76,7 @@ class CleanOp:
 @dataclass(frozen=True)
 class AtomicConfig:
     predicates: dict[str, Expr]
-    pred_locs: dict[str, Loc]
+    pred_cites: dict[str, Cite]          # each predicate's value, quoted as its `name: expr` entry
     atomic_output_attr: str
     mark_atomic: str
     mark_gentask: str
@@ -99,7 +100,8 @@ def load(value: Any, pack: Pack, errors: Collector) -> AtomicConfig | None:
         e = parse_rule_expr(text, pr.value_loc(name), errors) if text is not None else None
         if e is not None:
             preds[name] = e
-            locs[name] = pr.value_loc(name)
+            entry = span_of(pr.map, name, pr.loc)
+            locs[name] = Cite("", pr.value_loc(name), entry[1], entry)
     pr.done()
     keys = {k: str(r.get(k, str, "", required=True)) for k in
             ("atomic_output_attr", "mark_atomic", "mark_gentask", "stream_label_attr", "session_attr")}
@@ -360,6 +362,10 @@ class AtomicPass:
             g.prepend(node)
         return node
 
+    def _cite(self, rule: str, pred: str) -> Cite:
+        c = self.cfg.pred_cites.get(pred)
+        return Cite(rule, c.loc, c.span, c.row) if c is not None else Cite(rule, self.cfg.loc, self.cfg.loc)
+
     def record(self, clean: Node, rule: str, pred: str, linked: list[Node], reason: dict) -> None:
         reason = dict(reason)
         reason["loop_graph"] = self.state.loop
@@ -367,7 +373,7 @@ class AtomicPass:
         attrs = {k: "set by the clean op entry" for k in sorted(clean.op.attr)}   # a proto map has no stable order
         self.ctx.insertions.append(Insertion(
             name=clean.name, type=clean.type, graph=self.graph.name, pass_id=self.spec.id, rule=rule,
-            rule_loc=self.cfg.pred_locs.get(pred, self.cfg.loc), producer="",
+            cite=self._cite(rule, pred), producer="",
             consumers=tuple(f"{n.name}:-1" for n in linked), reason=reason, attrs=attrs))
 
 

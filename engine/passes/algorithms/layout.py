@@ -28,13 +28,14 @@ from engine.core import surgery
 from engine.passes.context import Insertion, anchor_ref
 from engine.dsl.compiler import Compiler
 from engine.dsl.ast import Expr
-from engine.core.errors import Collector, Loc, PassFailure, did_you_mean
+from engine.core.errors import Cite, Collector, Loc, PassFailure, did_you_mean
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor
 from engine.passes.insertion import InsertSpec, apply_neighbour_attrs, build_op, load_insert_spec
 from engine.pack.model import FuncDef, Pack
 from engine.pack.loader import function_specs, load_functions, parse_rule_expr, register_rule_id
 from engine.dsl.library import PrimSpec, bound_functions
 from engine.core.schema import Reader, str_list
+from engine.core.yamlloc import item_span, span_of
 from engine.passes.surgery_hooks import surgery_hooks
 from engine.passes.symbols import SymbolTable, symbol_builder
 
@@ -73,6 +74,11 @@ class Checker:
     per_symbol: bool
     doc: str
     loc: Loc
+    end: Loc | None = None        # where its `name: {doc, body}` entry ends
+
+    @property
+    def cite(self) -> Cite:
+        return Cite(f"layout/{self.name}", self.loc, self.end or self.loc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +87,11 @@ class Registration:
     b: str
     checker: str
     loc: Loc
+    end: Loc | None = None
+
+    @property
+    def cite(self) -> Cite:
+        return Cite("", self.loc, self.end or self.loc)
 
 
 @dataclass(frozen=True)
@@ -91,8 +102,8 @@ class LayoutConfig:
     input_default: str
     output_default: str
     wildcard: frozenset
-    abs_no_conflict: dict[frozenset, Loc]
-    abs_conflict: dict[frozenset, Loc]
+    abs_no_conflict: dict[frozenset, Cite]     # pair → its table entry
+    abs_conflict: dict[frozenset, Cite]
     absolute_checker: str
     checkers: dict[str, Checker]
     registrations: dict[frozenset, Registration]
@@ -107,8 +118,8 @@ class LayoutConfig:
 
 
 # ---- loading ---------------------------------------------------------------------------
-def _pairs(value, what, attrs, errors, fallback) -> dict[frozenset, Loc]:
-    out: dict[frozenset, Loc] = {}
+def _pairs(value, what, attrs, errors, fallback) -> dict[frozenset, Cite]:
+    out: dict[frozenset, Cite] = {}
     if not isinstance(value, list):
         errors.error(getattr(value, "loc", fallback), f"{what} must be a list of [A, B] pairs", "")
         return out
@@ -123,8 +134,8 @@ def _pairs(value, what, attrs, errors, fallback) -> dict[frozenset, Loc]:
                 errors.error(getattr(n, "loc", loc), f"{what}: unknown attribute '{n}'", did_you_mean(n, attrs, "attributes"))
         key = frozenset(map(str, names))
         if key in out:
-            errors.error(loc, f"{what}: pair {names[0]} × {names[1]} listed twice", f"first at {out[key]}")
-        out[key] = loc
+            errors.error(loc, f"{what}: pair {names[0]} × {names[1]} listed twice", f"first at {out[key].loc}")
+        out[key] = Cite("", *item_span(value, i, loc))
     return out
 
 
@@ -183,7 +194,7 @@ def load(value: Any, pack: Pack, errors: Collector) -> LayoutConfig | None:
         e = parse_rule_expr(body, c.value_loc("body"), errors) if body is not None else None
         register_rule_id(pack, f"layout/{name}", cr.key_loc(name), errors)
         if e is not None:
-            checkers[str(name)] = Checker(str(name), e, bool(per_symbol), str(doc), cr.key_loc(name))
+            checkers[str(name)] = Checker(str(name), e, bool(per_symbol), str(doc), *span_of(cr.map, name, cr.loc))
     cr.done()
     absolute = str(r.get("absolute_checker", str, "", required=True))
     if absolute and absolute not in checkers:
@@ -212,7 +223,7 @@ def load(value: Any, pack: Pack, errors: Collector) -> LayoutConfig | None:
                              f"listed at {table[key]}; remove one of them")
         if set((str(ta), str(tb))) & wildcard:
             errors.error(loc, f"pair {ta} × {tb} involves a wildcard no-conflict attribute and can never be checked", "")
-        regs[key] = Registration(str(ta), str(tb), str(chk), loc)
+        regs[key] = Registration(str(ta), str(tb), str(chk), *item_span(rv, i, loc))
     exprs = {}
     for key, req in (("target_graph", True), ("skip_pair", True), ("skip_insert", True), ("netoutput_fixup", False)):
         text = r.get(key, (str, bool), None, required=req)
@@ -466,10 +477,10 @@ class LayoutPass:
                         if pair in visit:
                             continue
                         visit.add(pair)
-                    self._check(reg.checker, a, b, anchors, result, ta, tb, "registered", reg.loc)
+                    self._check(reg.checker, a, b, anchors, result, ta, tb, "registered", reg.cite)
         return result
 
-    def _check(self, name, a, b, anchors, result, ta, tb, how, loc) -> None:
+    def _check(self, name, a, b, anchors, result, ta, tb, how, pair: Cite) -> None:
         try:
             picked = self.f_check[name](a, b, anchors, self.graph)
         except PassFailure:
@@ -484,8 +495,8 @@ class LayoutPass:
                 side = f"{x.node.name}:{x.idx} ({'output' if x.is_out else 'input'})"
                 result[x] = {"why": f"{a.node.name}:{a.idx} and {b.node.name}:{b.idx} share one buffer but "
                                     f"{ta} and {tb} cannot; checker {name} isolates {side}",
-                             "checker": name, "checker_loc": f"{c.loc.file}:{c.loc.line}", "pair": f"{ta} × {tb}",
-                             "pair_rule": how, "pair_loc": f"{loc.file}:{loc.line}",
+                             "checker": name, "checker_loc": c.cite, "pair": f"{ta} × {tb}",
+                             "pair_rule": how, "pair_loc": pair,
                              "a": a.key, "a_marks": list(self.marks.get(a, ())),
                              "b": b.key, "b_marks": list(self.marks.get(b, ()))}
 
@@ -551,7 +562,7 @@ class LayoutPass:
         c = self.cfg.checkers.get(name)
         self.ctx.insertions.append(Insertion(
             name=node.name, type=node.type, graph=node.graph.name, pass_id=self.spec.id,
-            rule=f"layout/{name}", rule_loc=c.loc if c is not None else self.cfg.insert.loc,
+            rule=f"layout/{name}", cite=c.cite if c is not None else self.cfg.insert.cite(f"layout/{name}"),
             producer=anchor_ref(src), consumers=tuple(anchor_ref(d) for d in dsts), reason=why,
             attrs=self.cfg.insert.attr_reasons(), moved_control=tuple(moved)))
 

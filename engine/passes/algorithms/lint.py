@@ -19,7 +19,7 @@ from engine.passes.registry import Algorithm, register
 from engine.passes.context import Diagnostic
 from engine.dsl.compiler import Compiler
 from engine.dsl.ast import Expr
-from engine.core.errors import Collector, Loc, PassFailure, did_you_mean
+from engine.core.errors import Cite, Collector, Loc, PassFailure, did_you_mean
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor
 from engine.pack.model import Pack, Rule
 from engine.pack.loader import load_rules, parse_rule_expr
@@ -351,10 +351,11 @@ class GraphLint:
         self.ctx.diagnostics.append(Diagnostic(self.cfg.code, self.cfg.severity, message, self.spec.id, {
             "graph": g.name, "anchor": shared, "nodes": [w.node.name, other.node.name], "roles": roles,
             "inputs": [f"{w.node.name}:{w.idx}", f"{other.node.name}:{other.idx}"],
-            "types": [self.type_of(w), self.type_of(other)], "rules": [whys[0][1], whys[1][1]]}))
+            "types": [self.type_of(w), self.type_of(other)], "rules": [_rule_name(c) for _, c in whys]},
+            tuple(dict.fromkeys(c for _, c in whys if isinstance(c, Cite)))))
 
-    def why(self, a: InAnchor) -> tuple[str, str]:
-        """(explanation, deciding rule) of an input's type."""
+    def why(self, a: InAnchor) -> tuple[str, Cite | str]:
+        """(explanation, deciding rule: its Cite, or the name of what decided) of an input's type."""
         if (a.node, a.idx) in self.set_by:
             inner, src = self.set_by[(a.node, a.idx)]
             text, rule = self.why(inner)
@@ -364,7 +365,11 @@ class GraphLint:
             return "no subgraph node sets it (graph_lint.subgraph_inputs.initial)", "graph_lint.subgraph_inputs.initial"
         _, k = self.f_input(a.node, a, _Original(self.f_original(a.node)))
         rule = self.cfg.input_rules[k]
-        return rule.cite, rule.id
+        return str(rule.cite), rule.cite
+
+
+def _rule_name(c: Cite | str) -> str:
+    return c.rule_id if isinstance(c, Cite) else c
 
 
 def _port(a: InAnchor) -> str:

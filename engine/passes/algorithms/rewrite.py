@@ -32,7 +32,7 @@ from engine.passes.registry import Algorithm, register_family
 from engine.passes.actions import ACTION_PRIMS, Rewriter, Why
 from engine.dsl.ast import Call, Const, Expr, walk
 from engine.dsl.compiler import Compiler
-from engine.core.errors import Collector, Loc, did_you_mean
+from engine.core.errors import Cite, Collector, Loc, did_you_mean
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor
 from engine.passes.insertion import InsertSpec, load_insert_spec
 from engine.pack.model import FuncDef, Pack
@@ -40,6 +40,7 @@ from engine.pack.loader import function_specs, load_functions, parse_rule_expr, 
 from engine.dsl.library import PrimSpec, bound_functions
 from engine.dsl.queries import QUERY_PRIMITIVES
 from engine.core.schema import Reader
+from engine.core.yamlloc import item_span
 from engine.passes.surgery_hooks import surgery_hooks
 
 WALKS = ("graph", "all")
@@ -74,6 +75,11 @@ class RewriteRule:
     stop: bool
     doc: str
     loc: Loc
+    end: Loc | None = None     # where its list item ends
+
+    @property
+    def cite(self) -> Cite:
+        return Cite(self.id, self.loc, self.end or self.loc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +187,7 @@ def _step(value: Any, what: str, pack: Pack, errors: Collector, fallback: Loc) -
     rules = []
     rv = r.get("rules", list, [], required=True) or []
     for i, item in enumerate(rv):
-        rule = _rule(item, f"{what} rule {i + 1}", pack, errors, rv.item_locs[i])
+        rule = _rule(item, f"{what} rule {i + 1}", pack, errors, *item_span(rv, i, r.loc))
         if rule is not None:
             rules.append(rule)
     r.done()
@@ -190,7 +196,7 @@ def _step(value: Any, what: str, pack: Pack, errors: Collector, fallback: Loc) -
     return Step(name, match, each, tuple(lets), tuple(rules), r.loc)
 
 
-def _rule(value: Any, what: str, pack: Pack, errors: Collector, fallback: Loc) -> RewriteRule | None:
+def _rule(value: Any, what: str, pack: Pack, errors: Collector, fallback: Loc, end: Loc) -> RewriteRule | None:
     r = Reader(value, what, errors, fallback)
     rid = str(r.get("id", str, "", required=True))
     when_text = r.get("when", (str, bool), True)
@@ -210,7 +216,7 @@ def _rule(value: Any, what: str, pack: Pack, errors: Collector, fallback: Loc) -
         register_rule_id(pack, rid, r.value_loc("id"), errors)
     if when is None or not rid:
         return None
-    return RewriteRule(rid, when, tuple(do), tuple(reason), stop, doc, fallback)
+    return RewriteRule(rid, when, tuple(do), tuple(reason), stop, doc, fallback, end)
 
 
 def _actions(value: Any, what: str, errors: Collector, fallback: Loc) -> list[Action]:
@@ -333,7 +339,8 @@ class _Compiled:
     def _once(self, graph: Graph) -> None:
         if not self.once:
             return
-        self.rewriter.why = Why(f"{self.rs.name}/once", self.rs.loc, {"graph": graph.name})
+        rule = f"{self.rs.name}/once"
+        self.rewriter.why = Why(rule, Cite(rule, self.rs.loc, self.rs.loc), {"graph": graph.name})
         env = [graph, None, None]
         for bind, f in self.once:
             v = f(*env)
@@ -361,7 +368,7 @@ class _Compiled:
                     facts[key] = to_json(f(*env))
                 if rule.doc:
                     facts["why"] = rule.doc
-                self.rewriter.why = Why(rule.id, rule.loc, facts)
+                self.rewriter.why = Why(rule.id, rule.cite, facts)
                 local = list(env)
                 for bind, f in actions:
                     v = f(*local)

@@ -21,7 +21,7 @@ from engine.passes.registry import Algorithm, register
 from engine.passes.context import Insertion, Removal, anchor_ref
 from engine.dsl.compiler import Compiler
 from engine.dsl.ast import Expr
-from engine.core.errors import Collector, Loc, PassFailure, did_you_mean
+from engine.core.errors import Cite, Collector, Loc, PassFailure, did_you_mean
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor
 from engine.passes.insertion import InsertSpec, build_op, load_insert_spec
 from engine.pack.model import Pack, Rule
@@ -30,6 +30,7 @@ from engine.dsl.library import PrimSpec, bound_functions
 from engine.core.attrs import node_attr, set_attr, typed_attr
 from engine.pack.rulelist import check_rules, compile_rules
 from engine.core.schema import Reader, str_list
+from engine.core.yamlloc import span_of
 from engine.core import surgery
 from engine.passes.surgery_hooks import surgery_hooks
 
@@ -67,7 +68,7 @@ class RWConfig:
     in_role: dict[str, str]
     out_role: dict[str, str]
     matrix: dict[tuple[str, str], str]
-    matrix_locs: dict[tuple[str, str], Loc]
+    matrix_cites: dict[tuple[str, str], Cite]     # each cell, quoted as its row with the cell marked
     combine: dict[tuple[str, str], str]          # (new, acc) → result
     output_rules: list[Rule]
     input_rules: list[Rule]
@@ -145,7 +146,7 @@ def _table(value, what, rows, cols, allowed, errors, fallback):
     """A complete rows × cols table of names from `allowed` (holes are errors)."""
     r = Reader(value, what, errors, fallback)
     out: dict[tuple[str, str], str] = {}
-    locs: dict[tuple[str, str], Loc] = {}
+    locs: dict[tuple[str, str], Cite] = {}
     for row in rows:
         rr = Reader(r.get(row, dict, {}, required=True), f"{what}[{row}]", errors, r.loc)
         for col in cols:
@@ -156,7 +157,8 @@ def _table(value, what, rows, cols, allowed, errors, fallback):
                 errors.error(rr.value_loc(col), f"{what}[{row}][{col}]: unknown value '{v}'", did_you_mean(v, allowed))
                 continue
             out[(row, col)] = str(v)
-            locs[(row, col)] = rr.value_loc(col)
+            locs[(row, col)] = Cite("", rr.value_loc(col), getattr(v, "end", rr.value_loc(col)),
+                                    span_of(r.map, row, r.loc))
         rr.done()
     r.done()
     return out, locs
@@ -202,7 +204,7 @@ class RWPass:
         self.in_rank = {t: i for i, t in enumerate(cfg.input_types)}
 
     # ---- typing ----------------------------------------------------------------
-    def _cite(self, rules: list[Rule], i: int) -> str:
+    def _cite(self, rules: list[Rule], i: int) -> Cite | str:
         return rules[i].cite if i >= 0 else "no rule matched"
 
     def _single_output_value(self, anchor: OutAnchor | None) -> str:
@@ -414,7 +416,7 @@ class RWPass:
                     "kind": "matrix", "output_rw": out_t.value, "output_rule": out_t.why,
                     "input_rw": in_t.value, "input_rule": in_t.why, "decision": res,
                     "cell": f"matrix[{out_t.value}][{in_t.value}]",
-                    "cell_loc": str(self.cfg.matrix_locs.get((out_t.value, in_t.value), "")),
+                    "cell_loc": self.cfg.matrix_cites.get((out_t.value, in_t.value), ""),
                 })
 
     def need_check_skip(self, out_t: str, node: Node, o: OutAnchor) -> bool:
@@ -526,11 +528,11 @@ class RWPass:
 
     def _record(self, node: Node, src: OutAnchor | None, dsts: list[InAnchor], reason: dict, moved: list[str]) -> None:
         rule = reason.get("kind", "")
-        loc = self.cfg.matrix_locs.get((reason.get("output_rw"), reason.get("input_rw")), self.cfg.insert.loc) \
-            if rule == "matrix" else self.cfg.insert.loc
+        cell = self.cfg.matrix_cites.get((reason.get("output_rw"), reason.get("input_rw"))) if rule == "matrix" else None
+        cite = Cite(f"rw/{rule}", cell.loc, cell.span, cell.row) if cell is not None else self.cfg.insert.cite(f"rw/{rule}")
         self.ctx.insertions.append(Insertion(
             name=node.name, type=node.type, graph=node.graph.name, pass_id=self.spec.id,
-            rule=f"rw/{rule}", rule_loc=loc, producer=anchor_ref(src),
+            rule=f"rw/{rule}", cite=cite, producer=anchor_ref(src),
             consumers=tuple(anchor_ref(d) for d in dsts), reason=reason,
             attrs=self.cfg.insert.attr_reasons(), moved_control=tuple(moved)))
 

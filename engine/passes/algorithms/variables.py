@@ -3,13 +3,13 @@ run-wide variable session. The passes themselves live in engine/varmgr/passes an
 read the pack's variable policy (`var_policy.file`, e.g. variables.yaml)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from engine.passes.registry import Algorithm, register
 from engine.passes.context import Diagnostic, Insertion, Removal
-from engine.core.errors import Collector, Loc, did_you_mean
+from engine.core.errors import Cite, Collector, Loc, did_you_mean
 from engine.core.graph import Graph
 from engine.pack.model import Pack
 from engine.core.schema import Reader
@@ -17,11 +17,40 @@ from engine.core.schema import Reader
 
 ALGORITHM = "variable_pass"
 
+# Note [variable citations]: the variable passes' rules are GE's code, not pack rules;
+# each follows one entry of the policy, which is what a card quotes for it.
+POLICY_ENTRIES = {
+    "var/ref-after-writer": ("op_types", "var_like"),
+    "var/identity-before-merge": ("op_types", "merge"),
+    "var/ref-identity-for-ref-input": ("op_types", "ref_identity"),
+    "var/is-initialized-to-const": ("op_types", "var_is_initialized"),
+    "var/ref-into-writer-desc": ("op_types", "variable"),
+    "var/format-fusion": ("format_fusion",),
+}
+
 
 @dataclass(frozen=True)
 class VarPassConfig:
     policy: Any
     loc: Loc
+    entries: dict = field(default_factory=dict)     # rule id → Cite of its policy entry
+
+    def cite(self, rule: str) -> Cite:
+        return self.entries.get(rule) or Cite(rule, self.loc, self.loc)
+
+
+def _entries(path: Path) -> dict[str, Cite]:
+    from engine.core.yamlloc import load_yaml, span_of
+
+    doc = load_yaml(path)
+    out = {}
+    for rule, keys in POLICY_ENTRIES.items():
+        m = doc
+        for k in keys[:-1]:
+            m = m.get(k) if isinstance(m, dict) else None
+        if isinstance(m, dict) and keys[-1] in m:
+            out[rule] = Cite(rule, *span_of(m, keys[-1], doc.loc))
+    return out
 
 
 def load(value: Any, pack: Pack, errors: Collector) -> VarPassConfig | None:
@@ -40,10 +69,11 @@ def load(value: Any, pack: Pack, errors: Collector) -> VarPassConfig | None:
         # relative to the pack file that names it (an overlay inherits its base's file)
         folder = Path(file.loc.file).parent if hasattr(file, "loc") else Path(pack.path)
         policy = load_policy(folder / str(file))
+        entries = _entries(folder / str(file))
     except InputError as exc:
         errors.problems.extend(exc.problems)
         return None
-    return VarPassConfig(policy, r.loc)
+    return VarPassConfig(policy, r.loc, entries)
 
 
 def session_of(ctx, cfg: VarPassConfig):
@@ -66,7 +96,7 @@ def run(ctx, graph: Graph, cfg: VarPassConfig, spec) -> None:
             if node is not None:
                 producer = next((f"{a.peer.node.name}:{a.peer.idx}" for a in node.ins if a.peer is not None), "")
                 consumers = tuple(f"{p.node.name}:{p.idx}" for o in node.outs for p in o.peers)
-            ctx.insertions.append(Insertion(ch.node, ch.type, ch.graph, spec.id, ch.rule, cfg.loc,
+            ctx.insertions.append(Insertion(ch.node, ch.type, ch.graph, spec.id, ch.rule, cfg.cite(ch.rule),
                                             producer, tuple(consumers or ()), reason, {}))
         elif ch.kind == "removed":
             ctx.removals.append(Removal(ch.node, ch.type, ch.graph, spec.id, ch.rule, reason))

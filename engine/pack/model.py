@@ -109,9 +109,12 @@ class Pack:
         return spec.engine if spec is not None and spec.engine else self.default_engine
 
     def scope(self, variables: tuple[str, ...], constants: dict[str, Any] | None = None,
-              extra: dict[str, primitives.PrimSpec] | None = None) -> Scope:
+              extra: dict[str, primitives.PrimSpec] | None = None,
+              enums: dict[str, Any] | None = None) -> Scope:
+        """What a DSL value may name; `enums` are the section's vocabularies (name → members)."""
         return Scope(variables, dict(constants or {}), self.class_sets(),
-                     primitives.placeholder_functions(extra))
+                     primitives.placeholder_functions(extra),
+                     {k: frozenset(map(str, v)) for k, v in (enums or {}).items()})
 
 
 @dataclass(frozen=True, slots=True)

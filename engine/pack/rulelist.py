@@ -20,7 +20,9 @@ def compile_rules(compiler: Compiler, rules: list[Rule], params: tuple[str, ...]
     return ns.pop("_rules")
 
 
-def check_rules(compiler: Compiler, rules: list[Rule], params: tuple[str, ...]) -> None:
+def check_rules(compiler: Compiler, rules: list[Rule], params: tuple[str, ...] | dict,
+                value: str | None = None) -> None:
+    """Names and types: each `when` is a bool, each `value` of type `value` (when given)."""
     for rule in rules:
-        compiler.check(rule.when, params)
-        compiler.check(rule.value, params)
+        compiler.check(rule.when, params, "bool", "a rule's `when`")
+        compiler.check(rule.value, params, value, "a rule's `value`")

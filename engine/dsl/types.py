@@ -44,6 +44,8 @@ class Type:
             return "str"
         if self.name == "union":
             return " or ".join(sorted(map(str, self.members)))
+        if self.name == "var":
+            return next(iter(self.members))
         return self.name
 
     @property

@@ -297,3 +297,19 @@ def test_checker_messages():
 def test_expect_any_result():
     assert _check("node.name", "str") == []
     assert _check("node.name", "int") == ["this value must return int, this returns str"]
+
+
+# ---- Note [code cache] --------------------------------------------------------------------------
+def test_a_value_is_compiled_once_and_bound_per_run():
+    e = parse_expr("count(node.ins) > n")
+    fns = []
+    for _run in range(2):
+        prims = library.placeholder_functions()
+        prims["count"] = library.GRAPH_PRIMITIVES["count"].primitive(len)
+        comp = Compiler(Scope(("node",), {"n": 1}, {}, prims), Collector())
+        fns.append(comp.function(e, ("node",)))
+    a, b = fns
+    assert a.__code__ is b.__code__                 # one code object ...
+    assert a.__globals__ is not b.__globals__       # ... run against each compiler's namespace
+    node = type("N", (), {"ins": [1, 2]})()
+    assert a(node) is True and b(node) is True

@@ -76,7 +76,7 @@ class Compiler:
         src = self.source(body, params)
         args = ", ".join("v_" + p for p in params)
         ns = self.namespace()
-        exec(f"def f_{name}({args}):\n    return {src}\n", ns)  # noqa: S102
+        run_source(f"def f_{name}({args}):\n    return {src}\n", ns)
         if memo:
             ns["f_" + name] = _memoised(ns["f_" + name])
 
@@ -162,8 +162,26 @@ class Compiler:
         body = self.source(e, params)
         args = ", ".join("v_" + p for p in params)
         ns = self.namespace()
-        exec(f"def _f({args}):\n    return {body}\n", ns)  # noqa: S102 - generated from parsed rules only
+        run_source(f"def _f({args}):\n    return {body}\n", ns)
         return ns.pop("_f")
+
+
+# Note [code cache]: the generated source of a DSL value depends only on the value and its
+# scope's names, never on the run, so its code object is compiled once per process and
+# executed against each run's namespace (where the primitives are bound to that run). A
+# second run of a pack — `diff` over many graphs, the test suite — compiles nothing.
+_CODE: dict[str, Any] = {}
+_CODE_LIMIT = 50_000
+
+
+def run_source(src: str, ns: dict) -> None:
+    """Execute generated definitions in `ns`, compiling each distinct source once."""
+    code = _CODE.get(src)
+    if code is None:
+        if len(_CODE) >= _CODE_LIMIT:
+            _CODE.clear()
+        code = _CODE[src] = compile(src, "<dsl>", "exec")
+    exec(code, ns)  # noqa: S102 - generated from parsed rules only
 
 
 def _memoised(fn: Callable) -> Callable:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from engine.dsl.compiler import Compiler
+from engine.dsl.compiler import Compiler, run_source
 from engine.pack.model import Rule
 
 
@@ -16,7 +16,7 @@ def compile_rules(compiler: Compiler, rules: list[Rule], params: tuple[str, ...]
         lines.append(f"        return ({compiler.source(rule.value, params)}, {i})")
     lines.append("    return (None, -1)")
     ns = compiler.namespace()
-    exec("\n".join(lines) + "\n", ns)  # noqa: S102 - generated from parsed rules only
+    run_source("\n".join(lines) + "\n", ns)
     return ns.pop("_rules")
 
 

@@ -17,7 +17,7 @@ import difflib
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from engine.core.errors import Collector, Loc
 from engine.core.yamlloc import YMap, load_yaml

@@ -3,17 +3,17 @@ is evaluated hundreds of thousands of times on large graphs, so it is compiled
 once rather than interpreted."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from engine.core.errors import Collector, did_you_mean
+from engine.dsl.types import FIELD_TYPES, check_expr
 from engine.dsl.ast import (Binary, Call, Comprehension, Cond, Const, Expr, Field, Index, IsClass, Let,
     ListLit, Paren, Quant, Unary, Var)
 
 
 # ---- compiling ----------------------------------------------------------------
-FIELDS = frozenset({"name", "type", "id", "graph", "node", "idx", "peer", "peers", "parent_node",
-                    "ins", "outs", "in_ctrl", "out_ctrl", "subgraphs", "is_out", "is_root", "key"})
+FIELDS = frozenset().union(*FIELD_TYPES.values())     # every field of some receiver type
 
 
 @dataclass
@@ -24,6 +24,8 @@ class Scope:
     constants: dict[str, Any]
     classes: dict[str, frozenset]
     functions: dict[str, "Primitive"]
+    enums: dict[str, frozenset] = field(default_factory=dict)     # closed vocabularies: name → members
+    const_types: dict[str, str] = field(default_factory=dict)     # constant → type (e.g. its vocabulary)
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,10 @@ class Primitive:
     fn: Callable
     arity: tuple[int, int]          # (min, max) arguments
     doc: str = ""
+    signature: Any = None           # engine/dsl/types.Sig, or None for a pack-defined function
+    effects: str = ""               # "" | "fails" | "edits"
+    template: tuple | None = None   # pack-defined function: (params, body), type-checked per call
+    instances: dict = field(default_factory=dict, compare=False)
 
 
 class Compiler:
@@ -42,8 +48,13 @@ class Compiler:
         self.errors = errors
         self._ns: dict[str, Any] | None = None
 
-    def check(self, e: Expr, bound: tuple[str, ...] = ()) -> None:
+    def check(self, e: Expr, bound: tuple[str, ...] | dict = (), expect: str | None = None,
+              what: str = "this value", edits: bool = False):
+        """Names, arities and types (engine/dsl/types.py); returns the value's type. `bound`
+        names extra variables (or maps them to their types); `expect` is the result type the
+        context needs; `edits` allows graph edits (a rewrite rule's `do:` list)."""
         self._py(e, set(self.scope.variables) | set(bound))
+        return check_expr(self.scope, self.errors, e, bound, expect, what, edits)
 
     def source(self, e: Expr, bound: tuple[str, ...] = ()) -> str:
         return self._py(e, set(self.scope.variables) | set(bound))
@@ -65,7 +76,7 @@ class Compiler:
         src = self.source(body, params)
         args = ", ".join("v_" + p for p in params)
         ns = self.namespace()
-        exec(f"def f_{name}({args}):\n    return {src}\n", ns)  # noqa: S102
+        run_source(f"def f_{name}({args}):\n    return {src}\n", ns)
         if memo:
             ns["f_" + name] = _memoised(ns["f_" + name])
 
@@ -151,8 +162,26 @@ class Compiler:
         body = self.source(e, params)
         args = ", ".join("v_" + p for p in params)
         ns = self.namespace()
-        exec(f"def _f({args}):\n    return {body}\n", ns)  # noqa: S102 - generated from parsed rules only
+        run_source(f"def _f({args}):\n    return {body}\n", ns)
         return ns.pop("_f")
+
+
+# Note [code cache]: the generated source of a DSL value depends only on the value and its
+# scope's names, never on the run, so its code object is compiled once per process and
+# executed against each run's namespace (where the primitives are bound to that run). A
+# second run of a pack — `diff` over many graphs, the test suite — compiles nothing.
+_CODE: dict[str, Any] = {}
+_CODE_LIMIT = 50_000
+
+
+def run_source(src: str, ns: dict) -> None:
+    """Execute generated definitions in `ns`, compiling each distinct source once."""
+    code = _CODE.get(src)
+    if code is None:
+        if len(_CODE) >= _CODE_LIMIT:
+            _CODE.clear()
+        code = _CODE[src] = compile(src, "<dsl>", "exec")
+    exec(code, ns)  # noqa: S102 - generated from parsed rules only
 
 
 def _memoised(fn: Callable) -> Callable:

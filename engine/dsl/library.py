@@ -1,9 +1,13 @@
-"""Generic primitives the rule DSL can call.
+"""The DSL's function library: one registry of every function a rule can call, and the
+generic primitives.
 
 They know graphs, anchors, attributes, options and the op registry — never a
 particular op type. Each primitive is built per run from a `RunContext`
-(`factory(ctx)`), so it can read options and the pack. Pass algorithms add
-their own primitives (e.g. the RW pass's `is_ref_output`) with the same shape.
+(`factory(ctx)`), so it can read options and the pack. The modules that implement
+functions register them here (`register(group, specs)`): engine/dsl/queries.py, the
+actions of engine/passes/actions.py, and each pass algorithm's own (the RW pass's
+`is_ref_output`, ...). A `PrimSpec` carries the signature the type checker uses
+(engine/dsl/types.py) and its effects; `memconflict rules functions` lists the registry.
 """
 from __future__ import annotations
 
@@ -12,6 +16,9 @@ from typing import Any, Callable
 
 from engine.core.attrs import _node_of, attr_value, desc_attr, node_attr
 from engine.dsl.compiler import Primitive
+from engine.dsl.types import parse_sig
+
+EFFECTS = ("", "fails", "edits")     # none; may stop the pass (`fail`); edits the graph
 
 
 @dataclass(frozen=True)
@@ -20,6 +27,53 @@ class PrimSpec:
     arity: tuple[int, int]
     doc: str
     factory: Callable[[Any], Callable]
+    sig: str = ""                     # "(Anchor, Mark) -> bool" (engine/dsl/types.py parse_sig)
+    effects: str = ""                 # one of EFFECTS
+    template: tuple | None = None     # a pack-defined function: (params, body)
+    by_key: tuple = ()                # (key, result type): the result when argument 2 is that literal key
+
+    def __post_init__(self):
+        if self.effects not in EFFECTS:
+            raise ValueError(f"function '{self.name}': effects must be one of {EFFECTS}")
+        signature = parse_sig(self.sig) if self.sig else None
+        if signature is not None:
+            n = len(signature.params)
+            if (n - signature.optional, n) != tuple(self.arity):
+                raise ValueError(f"function '{self.name}': signature {self.sig} does not match arity {self.arity}")
+        elif self.template is None:
+            raise ValueError(f"function '{self.name}' has no signature")
+        if self.by_key:
+            from dataclasses import replace
+            from engine.dsl.types import parse_type
+            signature = replace(signature, by_key={k: parse_type(t) for k, t in self.by_key})
+        object.__setattr__(self, "signature", signature)
+        object.__setattr__(self, "instances", {})     # template instances by argument types
+
+    def primitive(self, fn: Callable) -> Primitive:
+        return Primitive(self.name, fn, self.arity, self.doc, self.signature, self.effects, self.template,
+                         self.instances)
+
+
+# ---- the registry ---------------------------------------------------------------------------
+REGISTRY: dict[str, PrimSpec] = {}
+GROUPS: dict[str, list[str]] = {}          # group (the module's area) → names, in registration order
+_GROUP_OF: dict[str, str] = {}
+
+
+def register(group: str, specs: dict[str, PrimSpec]) -> dict[str, PrimSpec]:
+    """Register functions under `group`; a name registered twice is an error naming both groups."""
+    for name, spec in specs.items():
+        if name in REGISTRY and REGISTRY[name] is not spec:
+            raise ValueError(f"DSL function '{name}' ({group}) is already registered by {_GROUP_OF[name]}")
+        if name not in REGISTRY:
+            REGISTRY[name] = spec
+            _GROUP_OF[name] = group
+            GROUPS.setdefault(group, []).append(name)
+    return specs
+
+
+def group_of(name: str) -> str:
+    return _GROUP_OF.get(name, "")
 
 
 # The pack's attribute keys (`attr_keys:`) that primitives read, with the primitive
@@ -131,69 +185,86 @@ def _option(ctx, key):
     return ctx.options.get(key)
 
 
-def _spec(name, arity, doc, factory):
-    return name, PrimSpec(name, arity, doc, factory)
+_DESC_FIELD_TYPES = (("reuse_input", "bool"), ("reuse_input_index", "int"), ("size", "int"), ("data_offset", "int"),
+                     ("real_dim_cnt", "int"), ("layout", "str"), ("weight_size", "int"), ("output_tensor", "bool"),
+                     ("input_tensor", "bool"), ("device_type", "str"))
+_DESC_FIELDS = frozenset(k for k, _ in _DESC_FIELD_TYPES)
 
 
-GRAPH_PRIMITIVES: dict[str, PrimSpec] = dict([
-    _spec("attr", (2, 2), "attr(node, key): the op attribute's value or none", lambda ctx: node_attr),
+def _spec(name, arity, doc, factory, sig, effects=""):
+    return name, PrimSpec(name, arity, doc, factory, sig, effects)
+
+
+GRAPH_PRIMITIVES: dict[str, PrimSpec] = register("graph", dict([
+    _spec("attr", (2, 2), "attr(node, key): the op attribute's value or none", lambda ctx: node_attr,
+          "(Node | Anchor, str) -> any"),
     _spec("has_attr", (2, 2), "has_attr(node, key): the op carries the attribute",
-          lambda ctx: lambda n, k: (_node_of(n) is not None and k in _node_of(n).op.attr)),
+          lambda ctx: lambda n, k: (_node_of(n) is not None and k in _node_of(n).op.attr), "(Node | Anchor, str) -> bool"),
     _spec("attr_true", (2, 2), "attr_true(node, key): bool attribute set to true",
-          lambda ctx: lambda n, k: node_attr(n, k) is True),
+          lambda ctx: lambda n, k: node_attr(n, k) is True, "(Node | Anchor, str) -> bool"),
     _spec("desc_attr", (2, 2), "desc_attr(anchor, key): the tensor descriptor attribute's value or none",
-          lambda ctx: desc_attr),
-    _spec("dims", (1, 1), "dims(anchor): the tensor shape as a list", lambda ctx: _dims),
-    _spec("producer", (1, 1), "producer(in_anchor): the feeding out-anchor or none", lambda ctx: _producer),
-    _spec("producer_node", (1, 1), "producer_node(in_anchor): the feeding node or none", lambda ctx: _producer_node),
+          lambda ctx: desc_attr, "(Anchor, str) -> any"),
+    _spec("dims", (1, 1), "dims(anchor): the tensor shape as a list", lambda ctx: _dims, "(Anchor) -> list[int]"),
+    _spec("producer", (1, 1), "producer(in_anchor): the feeding out-anchor or none", lambda ctx: _producer,
+          "(InAnchor) -> OutAnchor"),
+    _spec("producer_node", (1, 1), "producer_node(in_anchor): the feeding node or none", lambda ctx: _producer_node,
+          "(InAnchor) -> Node"),
     _spec("consumers", (1, 1), "consumers(out_anchor or node): consumer in-anchors in peer order",
-          lambda ctx: _consumers),
-    _spec("count", (1, 1), "count(list): its length (0 for none)", lambda ctx: _count),
-    _spec("input", (2, 2), "input(node, i): the i-th in-anchor or none", lambda ctx: _in),
-    _spec("output", (2, 2), "output(node, i): the i-th out-anchor or none", lambda ctx: _out),
-    _spec("subgraphs", (1, 1), "subgraphs(node): its subgraph instances", lambda ctx: _subgraphs),
-    _spec("nodes", (1, 1), "nodes(graph): its direct nodes in order", lambda ctx: _nodes),
-    _spec("parent", (1, 1), "parent(node): the node owning the node's graph, or none", lambda ctx: _parent),
+          lambda ctx: _consumers, "(OutAnchor | Node) -> list[InAnchor]"),
+    _spec("count", (1, 1), "count(list): its length (0 for none)", lambda ctx: _count, "(list[T]) -> int"),
+    _spec("input", (2, 2), "input(node, i): the i-th in-anchor or none", lambda ctx: _in, "(Node, int) -> InAnchor"),
+    _spec("output", (2, 2), "output(node, i): the i-th out-anchor or none", lambda ctx: _out, "(Node, int) -> OutAnchor"),
+    _spec("subgraphs", (1, 1), "subgraphs(node): its subgraph instances", lambda ctx: _subgraphs,
+          "(Node) -> list[Graph]"),
+    _spec("nodes", (1, 1), "nodes(graph): its direct nodes in order", lambda ctx: _nodes, "(Graph) -> list[Node]"),
+    _spec("parent", (1, 1), "parent(node): the node owning the node's graph, or none", lambda ctx: _parent,
+          "(Node) -> Node"),
     _spec("parent_input", (1, 1), "parent_input(data): parent's in-anchor at its PARENT_NODE_INDEX",
-          lambda ctx: lambda n: parent_input(n, ctx.pack.attr_key("parent_node_index"))),
+          lambda ctx: lambda n: parent_input(n, ctx.pack.attr_key("parent_node_index")), "(Node) -> InAnchor"),
     _spec("engine", (1, 1), "engine(node): kernel lib (attribute OP_KERNEL_LIB, else the op registry)",
-          lambda ctx: lambda n: engine_of(ctx, n)),
-    _spec("option", (1, 1), "option(key): a --option value (string) or none", lambda ctx: lambda k: _option(ctx, k)),
+          lambda ctx: lambda n: engine_of(ctx, n), "(Node) -> str"),
+    _spec("option", (1, 1), "option(key): a --option value (string) or none", lambda ctx: lambda k: _option(ctx, k),
+          "(str) -> str"),
     _spec("input_name", (1, 1), "input_name(in_anchor): its port name or none",
-          lambda ctx: lambda a: None if a is None else a.node.input_name(a.idx)),
+          lambda ctx: lambda a: None if a is None else a.node.input_name(a.idx), "(InAnchor) -> str"),
     _spec("output_name", (1, 1), "output_name(out_anchor): its port name or none",
-          lambda ctx: lambda a: None if a is None else a.node.output_name(a.idx)),
+          lambda ctx: lambda a: None if a is None else a.node.output_name(a.idx), "(OutAnchor) -> str"),
     _spec("input_index", (2, 2), "input_index(node, port_name): index of the input with that name, or none",
-          lambda ctx: lambda n, name: None if n is None or name is None else n.ports()[0].get(name)),
-    _spec("desc_field", (2, 2), "desc_field(anchor, field): a TensorDescriptor field (reuse_input, size, ...)",
-          lambda ctx: _desc_field),
+          lambda ctx: lambda n, name: None if n is None or name is None else n.ports()[0].get(name), "(Node, str) -> int"),
+    ("desc_field", PrimSpec("desc_field", (2, 2), "desc_field(anchor, field): a TensorDescriptor field (reuse_input, size, ...)",
+                            lambda ctx: _desc_field, "(Anchor, str) -> any", by_key=_DESC_FIELD_TYPES)),
     _spec("node_named", (2, 2), "node_named(graph, name): the graph's node of that name, or none",
-          lambda ctx: lambda g, name: None if g is None or name is None else g.find(name)),
-    _spec("first", (1, 1), "first(list): its first element, or none", lambda ctx: lambda l: l[0] if l else None),
+          lambda ctx: lambda g, name: None if g is None or name is None else g.find(name), "(Graph, str) -> Node"),
+    _spec("first", (1, 1), "first(list): its first element, or none", lambda ctx: lambda l: l[0] if l else None,
+          "(list[T]) -> T"),
     _spec("option_true", (1, 1), 'option_true(key): the option is "1" or "true"',
-          lambda ctx: lambda k: str(ctx.options.get(k, "")).lower() in ("1", "true")),
+          lambda ctx: lambda k: str(ctx.options.get(k, "")).lower() in ("1", "true"), "(str) -> bool"),
     _spec("graph_attr_true", (2, 2), "graph_attr_true(graph, key): bool graph attribute set to true",
-          lambda ctx: _graph_attr_true),
-    _spec("root_graph", (0, 0), "root_graph(): the model's root graph", lambda ctx: lambda: ctx.model.root),
-    _spec("flatten", (1, 1), "flatten(lists): one list of the elements of a list of lists", lambda ctx: _flatten),
-    _spec("distinct", (1, 1), "distinct(list): without repeats, first occurrence order", lambda ctx: _distinct),
-    _spec("rest", (1, 1), "rest(list): all but the first element", lambda ctx: lambda l: list(l or [])[1:]),
+          lambda ctx: _graph_attr_true, "(Graph, str) -> bool"),
+    _spec("root_graph", (0, 0), "root_graph(): the model's root graph", lambda ctx: lambda: ctx.model.root,
+          "() -> Graph"),
+    _spec("flatten", (1, 1), "flatten(lists): one list of the elements of a list of lists", lambda ctx: _flatten,
+          "(list[list[T]]) -> list[T]"),
+    _spec("distinct", (1, 1), "distinct(list): without repeats, first occurrence order", lambda ctx: _distinct,
+          "(list[T]) -> list[T]"),
+    _spec("rest", (1, 1), "rest(list): all but the first element", lambda ctx: lambda l: list(l or [])[1:],
+          "(list[T]) -> list[T]"),
     _spec("producers", (1, 1), "producers(node): the out-anchors feeding its inputs, in input order",
-          lambda ctx: lambda n: [] if _node_of(n) is None else [a.peer for a in _node_of(n).ins if a.peer is not None]),
+          lambda ctx: lambda n: [] if _node_of(n) is None else [a.peer for a in _node_of(n).ins if a.peer is not None],
+          "(Node) -> list[OutAnchor]"),
     _spec("fail", (1, 2), "fail(message[, node]): stop the pass as GE does (exit status 1)",
-          lambda ctx: lambda m, n=None: _fail(ctx, m, n)),
-])
+          lambda ctx: lambda m, n=None: _fail(ctx, m, n), "(str, Node | Anchor?) -> never", "fails"),
+]))
 
 
 def _desc_field(anchor, name):
+    """A TensorDescriptor field by name (the ones in _DESC_FIELD_TYPES), or none."""
     d = None if anchor is None else anchor.desc
     if d is None or name not in _DESC_FIELDS:
         return None
     return getattr(d, name)
 
 
-_DESC_FIELDS = frozenset({"reuse_input", "reuse_input_index", "size", "data_offset", "real_dim_cnt", "layout",
-                          "weight_size", "output_tensor", "input_tensor", "device_type"})
 
 
 def _graph_attr_true(graph, key):
@@ -206,7 +277,7 @@ def placeholder_functions(extra: dict[str, PrimSpec] | None = None) -> dict[str,
     """Names and arities only, for checking rules without running them."""
     table = dict(GRAPH_PRIMITIVES)
     table.update(extra or {})
-    return {name: Primitive(name, _unbound, spec.arity, spec.doc) for name, spec in table.items()}
+    return {name: spec.primitive(_unbound) for name, spec in table.items()}
 
 
 def bound_functions(ctx, extra: dict[str, PrimSpec] | None = None,
@@ -217,7 +288,7 @@ def bound_functions(ctx, extra: dict[str, PrimSpec] | None = None,
     out = {}
     for name, spec in table.items():
         fn = (bound_extra or {}).get(name) or spec.factory(ctx)
-        out[name] = Primitive(name, fn, spec.arity, spec.doc)
+        out[name] = spec.primitive(fn)
     return out
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from lark import Lark, Transformer, v_args
+from lark import Lark, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from engine.core.errors import InputError, Loc, Problem
@@ -22,12 +22,33 @@ def _parser() -> Lark:
                 propagate_positions=True, maybe_placeholders=True)
 
 
+# Note [size limits]: the transformer, the type checker and Python's compiler of the
+# generated code all recurse, and Python's parser stops at 200 nested parentheses (the
+# generated code opens at most two per level). So an expression may nest MAX_DEPTH
+# levels (far above the shipped packs' deepest, 12), checked on the parse tree without
+# recursion before anything else walks it; integer literals are GE int64 attribute values.
+MAX_DEPTH = 60
+INT64_MAX = 2 ** 63 - 1
+
+
+def _too_deep(tree: Tree) -> Tree | None:
+    """The first subtree nested more than MAX_DEPTH levels, or None (iteratively)."""
+    stack = [(tree, 0)]
+    while stack:
+        t, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return t
+        stack.extend((c, depth + 1) for c in t.children if isinstance(c, Tree))
+    return None
+
+
 class _Build(Transformer):
     """One method per grammar rule alias; builds the AST with source positions."""
 
     def __init__(self, base: Loc):
         super().__init__()
         self.base = base
+        self.problems: list[Problem] = []      # raised after the transform (not as lark VisitErrors)
 
     def _loc(self, meta_or_tok) -> Loc:
         line = getattr(meta_or_tok, "line", 1) or 1
@@ -124,7 +145,13 @@ class _Build(Transformer):
 
     @v_args(meta=True)
     def int(self, meta, c):
-        return Const(self._loc(meta), int(c[0]))
+        digits = str(c[0])
+        if len(digits) > 19 or int(digits) > INT64_MAX:
+            shown = digits if len(digits) <= 24 else f"{digits[:10]}...{digits[-4:]} ({len(digits)} digits)"
+            self.problems.append(Problem(self._loc(meta), f"integer {shown} is out of range",
+                                         f"integers are GE int64 values (at most {INT64_MAX})"))
+            return Const(self._loc(meta), 0)
+        return Const(self._loc(meta), int(digits))
 
     @v_args(meta=True)
     def string(self, meta, c):
@@ -204,7 +231,15 @@ def parse_expr(text: str, loc: Loc = Loc("<memory>", 1, 1)) -> Expr:
         tree = _parser().parse(text, start="start")
     except UnexpectedInput as exc:
         raise _syntax_error(exc, text, loc, "expression") from None
-    return _Build(loc).transform(tree)
+    build = _Build(loc)
+    deep = _too_deep(tree)
+    if deep is not None:
+        raise InputError(Problem(build._loc(deep.meta), f"expression nested more than {MAX_DEPTH} levels deep",
+                                 "split it: name parts with `let x = ...;` or a pack function"))
+    e = build.transform(tree)
+    if build.problems:
+        raise InputError(build.problems)
+    return e
 
 
 def parse_signature(text: str, loc: Loc = Loc("<memory>", 1, 1)) -> Signature:

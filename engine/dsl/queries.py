@@ -7,7 +7,7 @@ the pack's `symbols.ref_from_input` rules.
 from __future__ import annotations
 
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor
-from engine.dsl.library import PrimSpec
+from engine.dsl.library import PrimSpec, register
 from engine.proto import ge_ir_pb2 as pb
 
 UNKNOWN_DIMS = (-1, -2)          # GE UNKNOWN_DIM, UNKNOWN_DIM_NUM
@@ -109,26 +109,30 @@ def _sym(ctx):
     return ctx.symbol_builder()
 
 
-def _q(name, arity, doc, factory):
-    return name, PrimSpec(name, arity, doc, factory)
+def _q(name, arity, doc, factory, sig):
+    return name, PrimSpec(name, arity, doc, factory, sig)
 
 
-QUERY_PRIMITIVES: dict[str, PrimSpec] = dict([
+QUERY_PRIMITIVES: dict[str, PrimSpec] = register("query", dict([
     _q("unknown_shape", (1, 1), "unknown_shape(node): an unknown dim (-1/-2) in its descriptors or its subgraphs",
-       lambda ctx: unknown_shape),
+       lambda ctx: unknown_shape, "(Node) -> bool"),
     _q("unknown_shape_graph", (1, 1), "unknown_shape_graph(graph): some direct node has an unknown shape",
-       lambda ctx: unknown_shape_graph),
+       lambda ctx: unknown_shape_graph, "(Graph) -> bool"),
     _q("ref_chain_forward", (1, 1),
        "ref_chain_forward(in_anchor): it and the inputs reached through outputs that reference it",
-       lambda ctx: lambda a: ref_chain_forward(_sym(ctx), a)),
+       lambda ctx: lambda a: ref_chain_forward(_sym(ctx), a), "(InAnchor) -> list[InAnchor]"),
     _q("ref_chain_reverse", (1, 1),
        "ref_chain_reverse(out_anchor): it and the outputs reached backwards through referenced inputs",
-       lambda ctx: lambda a: ref_chain_reverse(_sym(ctx), a)),
-    _q("dtype", (1, 1), 'dtype(anchor): its data type name ("DT_FLOAT", ...) or none', lambda ctx: dtype),
-    _q("op_field", (2, 2), "op_field(node, field): a repeated OpDef field (input_i, output_i, is_input_const)",
-       lambda ctx: op_field),
+       lambda ctx: lambda a: ref_chain_reverse(_sym(ctx), a), "(OutAnchor) -> list[OutAnchor]"),
+    _q("dtype", (1, 1), 'dtype(anchor): its data type name ("DT_FLOAT", ...) or none', lambda ctx: dtype,
+       "(Anchor) -> str"),
+    ("op_field", PrimSpec("op_field", (2, 2), "op_field(node, field): a repeated OpDef field (input_i, output_i, is_input_const)",
+                          lambda ctx: op_field, "(Node, str) -> list[any]",
+                          by_key=(("input_i", "list[int]"), ("output_i", "list[int]"), ("is_input_const", "list[bool]")))),
     _q("registry_atomic", (1, 1), "registry_atomic(node): the op registry marks its type atomic (ops.yaml `atomic:`)",
-       lambda ctx: lambda n: _registry_atomic(ctx, n)),
-    _q("in_nodes", (1, 1), "in_nodes(node): data producers then control predecessors", lambda ctx: in_nodes),
-    _q("out_nodes", (1, 1), "out_nodes(node): data consumers then control successors", lambda ctx: out_nodes),
-])
+       lambda ctx: lambda n: _registry_atomic(ctx, n), "(Node) -> bool"),
+    _q("in_nodes", (1, 1), "in_nodes(node): data producers then control predecessors", lambda ctx: in_nodes,
+       "(Node) -> list[Node]"),
+    _q("out_nodes", (1, 1), "out_nodes(node): data consumers then control successors", lambda ctx: out_nodes,
+       "(Node) -> list[Node]"),
+]))

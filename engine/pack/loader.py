@@ -212,7 +212,7 @@ def _load_passes(pack: Pack, raw: dict, errors: Collector, ALGORITHMS: dict) -> 
             errors.error(s.value_loc("stage"), f"unknown stage '{stage}'", did_you_mean(stage, pack.stages, "stages"))
         gate = parse_rule_expr(gate_text, s.value_loc("gate"), errors) if gate_text is not None else None
         if gate is not None:
-            Compiler(gate_scope, errors).check(gate)
+            Compiler(gate_scope, errors).check(gate, (), "bool", "a pipeline `gate`")
         pack.pipeline.append(Step(str(pid), str(stage), gate, loc))
     # stages must not go backwards
     order = {s: i for i, s in enumerate(pack.stages)}
@@ -234,7 +234,7 @@ def _load_surgery(pack: Pack, value: Any, errors: Collector) -> None:
         text = r.get(key, str)
         e = parse_rule_expr(text, r.value_loc(key), errors) if text is not None else None
         if e is not None:
-            Compiler(pack.scope(("node",)), errors).check(e)
+            Compiler(pack.scope(("node",)), errors).check(e, (), "bool", f"surgery `{key}`")
         exprs[key] = e
     r.done()
     pack.surgery = SurgerySpec(tuple(map(str, inherit)), exprs["keep_in_ctrl_from"], exprs["keep_out_ctrl_of"],
@@ -331,8 +331,10 @@ def load_functions(value: Any, what: str, pack: Pack, errors: Collector, fallbac
 
 
 def function_specs(funcs: dict[str, FuncDef]) -> dict[str, primitives.PrimSpec]:
-    """Arity-only specs so rules calling pack functions can be checked."""
-    return {n: primitives.PrimSpec(n, (len(f.params), len(f.params)), f.doc, lambda ctx: None) for n, f in funcs.items()}
+    """Specs so rules calling pack functions can be checked: the arity, and the body, which the
+    type checker checks at each call's argument types (engine/dsl/types.py)."""
+    return {n: primitives.PrimSpec(n, (len(f.params), len(f.params)), f.doc, lambda ctx: None,
+                                   template=(f.params, f.body)) for n, f in funcs.items()}
 
 
 def register_rule_id(pack: Pack, rid: str, loc: Loc, errors: Collector) -> None:

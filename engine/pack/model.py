@@ -124,11 +124,13 @@ class Pack:
 
     def scope(self, variables: tuple[str, ...], constants: dict[str, Any] | None = None,
               extra: dict[str, primitives.PrimSpec] | None = None,
-              functions: dict[str, Any] | None = None) -> Scope:
+              functions: dict[str, Any] | None = None, enums: dict[str, Any] | None = None) -> Scope:
         """What a DSL expression of this pack may name: `variables`, the pack's constants
-        plus `constants`, its op classes and `functions` (default: placeholders for checking)."""
+        plus `constants`, its op classes, `functions` (default: placeholders for checking)
+        and `enums`, the section's vocabularies (name → members)."""
         return Scope(variables, {**self.constants(), **(constants or {})}, self.class_sets(),
-                     primitives.placeholder_functions(extra) if functions is None else functions)
+                     primitives.placeholder_functions(extra) if functions is None else functions,
+                     {k: frozenset(map(str, v)) for k, v in (enums or {}).items()})
 
 
 def attr_key_constant(name: str) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from engine.dsl.compiler import Compiler
+from engine.dsl.compiler import Compiler, run_source
 from engine.pack.model import Rule
 
 
@@ -16,11 +16,13 @@ def compile_rules(compiler: Compiler, rules: list[Rule], params: tuple[str, ...]
         lines.append(f"        return ({compiler.source(rule.value, params)}, {i})")
     lines.append("    return (None, -1)")
     ns = compiler.namespace()
-    exec("\n".join(lines) + "\n", ns)  # noqa: S102 - generated from parsed rules only
+    run_source("\n".join(lines) + "\n", ns)
     return ns.pop("_rules")
 
 
-def check_rules(compiler: Compiler, rules: list[Rule], params: tuple[str, ...]) -> None:
+def check_rules(compiler: Compiler, rules: list[Rule], params: tuple[str, ...] | dict,
+                value: str | None = None) -> None:
+    """Names and types: each `when` is a bool, each `value` of type `value` (when given)."""
     for rule in rules:
-        compiler.check(rule.when, params)
-        compiler.check(rule.value, params)
+        compiler.check(rule.when, params, "bool", "a rule's `when`")
+        compiler.check(rule.value, params, value, "a rule's `value`")

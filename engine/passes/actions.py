@@ -32,7 +32,7 @@ from engine.core.errors import Cite, PassFailure
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor
 from engine.passes.insertion import InsertSpec, apply_neighbour_attrs, build_op
 from engine.dsl.ast import dsl_literal
-from engine.dsl.library import PrimSpec
+from engine.dsl.library import PrimSpec, register
 from engine.core.attrs import attr_value, write_attr
 from engine.proto import ge_ir_pb2 as pb
 from engine.passes.surgery_hooks import SurgeryHooks
@@ -48,33 +48,45 @@ class Why:
     reason: dict
 
 
-def _spec(name, arity, doc):
-    return name, PrimSpec(name, arity, doc, lambda ctx: None)
+def _spec(name, arity, doc, sig):
+    return name, PrimSpec(name, arity, doc, lambda ctx: None, sig, "edits")
 
 
-# names and arities the pack loader checks `do:` lists against (bound per run)
-ACTION_PRIMS: dict[str, PrimSpec] = dict([
-    _spec("insert_before", (2, 2), 'insert_before(in_anchor, "spec"): GE InsertNodeBefore; the new node'),
-    _spec("insert_after", (3, 3), 'insert_after(out_anchor, [in_anchors], "spec"): GE InsertNodeAfter; the new node'),
+# names, signatures and arities the pack loader checks `do:` lists against (bound per run)
+ACTION_PRIMS: dict[str, PrimSpec] = register("actions", dict([
+    _spec("insert_before", (2, 2), 'insert_before(in_anchor, "spec"): GE InsertNodeBefore; the new node',
+          "(InAnchor, str) -> Node"),
+    _spec("insert_after", (3, 3), 'insert_after(out_anchor, [in_anchors], "spec"): GE InsertNodeAfter; the new node',
+          "(OutAnchor, list[InAnchor], str) -> Node"),
     _spec("insert_between", (3, 4),
           'insert_between(out_anchor, in_anchor, "spec"[, label_node]): RemoveEdge/AddEdge isolation; '
-          "the spec's copy_from_dst/move_flag_from_dst read label_node (default the consumer)"),
+          "the spec's copy_from_dst/move_flag_from_dst read label_node (default the consumer)",
+          "(OutAnchor, InAnchor, str, Node?) -> Node"),
     _spec("insert_multi_after", (2, 2),
-          'insert_multi_after([out_anchors], "spec"): one node, x<i> fed by out_anchors[i], y<i> feeding all its consumers'),
+          'insert_multi_after([out_anchors], "spec"): one node, x<i> fed by out_anchors[i], y<i> feeding all its consumers',
+          "(list[OutAnchor], str) -> Node"),
     _spec("insert_multi_before", (2, 2),
           'insert_multi_before([in_anchors], "spec"): one node between each in_anchor and its producer, '
-          "ports named after the input index"),
+          "ports named after the input index", "(list[InAnchor], str) -> Node"),
     _spec("add_node", (3, 3), 'add_node("spec", desc_out_anchor, at_in_anchor): a new node (every port described '
-          "like desc_out_anchor), named from both anchors, appended to at_in_anchor's graph"),
-    _spec("link", (2, 2), "link(out_anchor, in_anchor): add a data edge (appended to the peer list)"),
-    _spec("link_ctrl", (2, 2), "link_ctrl(node, node or [nodes]): add control edges (existing ones are kept)"),
-    _spec("set_attr", (3, 3), "set_attr(node, key, value): set an op attribute (reported as ATTR_SET)"),
-    _spec("append_attr", (3, 3), "append_attr(node, key, [values]): extend a list attribute (created if absent)"),
-    _spec("set_desc_attr", (3, 3), "set_desc_attr(anchor, key, value): set a tensor descriptor attribute"),
-    _spec("set_desc_field", (3, 3), "set_desc_field(anchor, field, value): set a TensorDescriptor field (data_offset, ...)"),
-    _spec("set_op_field", (3, 3), "set_op_field(node, field, [values]): replace a repeated OpDef field (is_input_const, ...)"),
-    _spec("topo_sort", (1, 1), "topo_sort(graph): GE TopologicalSorting (ids become positions)"),
-])
+          "like desc_out_anchor), named from both anchors, appended to at_in_anchor's graph",
+          "(str, OutAnchor, InAnchor) -> Node"),
+    _spec("link", (2, 2), "link(out_anchor, in_anchor): add a data edge (appended to the peer list)",
+          "(OutAnchor, InAnchor) -> InAnchor"),
+    _spec("link_ctrl", (2, 2), "link_ctrl(node, node or [nodes]): add control edges (existing ones are kept)",
+          "(Node, Node | list[Node]) -> list[Node]"),
+    _spec("set_attr", (3, 3), "set_attr(node, key, value): set an op attribute (reported as ATTR_SET)",
+          "(Node, str, any) -> Node"),
+    _spec("append_attr", (3, 3), "append_attr(node, key, [values]): extend a list attribute (created if absent)",
+          "(Node, str, list[any]) -> Node"),
+    _spec("set_desc_attr", (3, 3), "set_desc_attr(anchor, key, value): set a tensor descriptor attribute",
+          "(Anchor, str, any) -> Anchor"),
+    _spec("set_desc_field", (3, 3), "set_desc_field(anchor, field, value): set a TensorDescriptor field (data_offset, ...)",
+          "(Anchor, str, any) -> Anchor"),
+    _spec("set_op_field", (3, 3), "set_op_field(node, field, [values]): replace a repeated OpDef field (is_input_const, ...)",
+          "(Node, str, list[any]) -> Node"),
+    _spec("topo_sort", (1, 1), "topo_sort(graph): GE TopologicalSorting (ids become positions)", "(Graph) -> Graph"),
+]))
 
 DESC_FIELDS = frozenset({"data_offset", "reuse_input", "reuse_input_index", "size", "real_dim_cnt"})
 OP_FIELDS = frozenset({"is_input_const", "input_i", "output_i"})

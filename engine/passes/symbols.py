@@ -54,10 +54,11 @@ def load(value: Any, pack: Pack, errors: Collector) -> SymbolsConfig | None:
     nxt = str(r.get("next_iteration_attr", str, "", required=True))
     r.done()
     comp = Compiler(pack.scope(("node", "anchor")), errors)
-    check_rules(comp, rfi + rfo, ("node", "anchor"))
+    check_rules(comp, rfi, {"node": "Node", "anchor": "OutAnchor"}, "int")
+    check_rules(comp, rfo, {"node": "Node", "anchor": "OutAnchor"}, "OutAnchor")
     pc = Compiler(pack.scope(("node",)), errors)
-    for e in preds.values():
-        pc.check(e)
+    for name, e in preds.items():
+        pc.check(e, (), "bool", f"predicate '{name}'")
     if errors:
         return None
     return SymbolsConfig(preds, rfi, rfo, pidx, nxt, r.loc)

@@ -91,7 +91,6 @@ def desc_from_proto(td: pb.TensorDescriptor, init_attr: str = INIT_VALUE_ATTR) -
         origin_dtype = t.parse_dtype(odt)
         origin_dtype = t.DT_UNDEFINED if origin_dtype is None else origin_dtype
     origin_dims = None
-    flag = get("origin_shape_initialized")
     if typed_attr(attrs, "origin_shape_initialized", "b"):
         shape = get("origin_shape")
         origin_dims = tuple(shape.list.i) if shape is not None else ()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from engine.core.attrs import typed_attr
 from engine.core.graph import Node
-from engine.proto import ge_ir_pb2 as pb
 from engine.varmgr import getypes as t
 from engine.varmgr.desc import TensorDesc, desc_from_proto
 from engine.varmgr.policy import VarPolicy

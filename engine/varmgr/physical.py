@@ -4,6 +4,7 @@
 deterministic, non-overlapping addresses and remembers bytes written, so tests
 can read an `_init_value` back. Nothing here touches real memory.
 """
+# `mgr` arguments are the VarManager (engine/varmgr/manager.py imports this module, not the reverse).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -68,7 +69,7 @@ class DeviceMemory:
         return self.contents.get(addr, b"")[:size]
 
 
-def get_var_memory_addr(mgr: "VarManager", logic: int, mem_type: int, device: int = 0,
+def get_var_memory_addr(mgr, logic: int, mem_type: int, device: int = 0,
                         graph_name: str = "") -> int | None:
     if mgr.mem_manager is None:
         return None                                   # "MemManager has not been init"
@@ -146,7 +147,7 @@ def _containing(dmap: dict[int, VarDevAddr], logic: int) -> VarDevAddr | None:
     return None
 
 
-def _count_shared(mgr: "VarManager", graph_name: str, entry: VarDevAddr) -> None:
+def _count_shared(mgr, graph_name: str, entry: VarDevAddr) -> None:
     if not graph_name:
         return
     stat = mgr.graph_var_mem_statistic.setdefault(graph_name, {"alloc": 0, "shared": 0, "addrs": set()})
@@ -155,7 +156,7 @@ def _count_shared(mgr: "VarManager", graph_name: str, entry: VarDevAddr) -> None
         stat["shared"] += mgr.policy.memory.footprint(entry.desc.size)
 
 
-def free_var_memory(mgr: "VarManager") -> None:
+def free_var_memory(mgr) -> None:
     if mgr.mem_manager is None:
         raise VarError(Status.FAILED, "MemManager has not been init")
     res = mgr.var_resource

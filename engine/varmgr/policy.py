@@ -9,10 +9,9 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass, field
 from enum import Enum
-from pathlib import Path
 from typing import Callable
 
-from engine.core.errors import Collector, Loc
+from engine.core.errors import Loc
 
 
 class Allocator(Enum):

@@ -1,4 +1,5 @@
 """VarResource (bookkeeping, no allocation) and the per-memory-type MemResources (§1, §4, §5)."""
+# `mgr` arguments are the VarManager (engine/varmgr/manager.py imports this module, not the reverse).
 from __future__ import annotations
 
 from dataclasses import replace
@@ -21,12 +22,12 @@ class MemResource:
         self.var_mem_size = 0
         self.const_place_holder_mem_size = 0
 
-    def assign(self, mgr: "VarManager", name: str, size: int, op: VarOp | None) -> int:
+    def assign(self, mgr, name: str, size: int, op: VarOp | None) -> int:
         raise NotImplementedError
 
 
 class HbmMemResource(MemResource):
-    def assign(self, mgr: "VarManager", name: str, size: int, op: VarOp | None) -> int:
+    def assign(self, mgr, name: str, size: int, op: VarOp | None) -> int:
         mem = self.policy.memory
         aligned = mem.aligned(size)
         guards = mem.align * mem.guard_units
@@ -42,7 +43,7 @@ class HbmMemResource(MemResource):
             self.const_place_holder_mem_size += self.var_mem_size - offset
         return offset
 
-    def _check_capacity(self, mgr: "VarManager", name: str, size: int, need: int) -> None:
+    def _check_capacity(self, mgr, name: str, size: int, need: int) -> None:
         # OLD GE (§4.1): the capacity test at assignment time.
         total = mgr.get_var_mem_max_size(for_check=True)
         if total < self.var_mem_size:
@@ -60,7 +61,7 @@ class PoolMemResource(MemResource):
         super().__init__(policy, rt)
         self.allocator = allocator
 
-    def assign(self, mgr: "VarManager", name: str, size: int, op: VarOp | None) -> int:
+    def assign(self, mgr, name: str, size: int, op: VarOp | None) -> int:
         memory = mgr.mem_manager
         ptr = None
         if memory is not None:

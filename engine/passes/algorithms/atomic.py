@@ -115,8 +115,8 @@ def load(value: Any, pack: Pack, errors: Collector) -> AtomicConfig | None:
     for rid in ("atomic/shared", "atomic/dispersed", "atomic/loop"):
         register_rule_id(pack, rid, r.loc, errors)
     comp = Compiler(pack.scope(("graph", "node"), {}, QUERY_PRIMITIVES), errors)
-    for e in preds.values():
-        comp.check(e)
+    for name, e in preds.items():
+        comp.check(e, (), "bool", f"predicate '{name}'")
     if errors or memset is None or fallback is None:
         return None
     return AtomicConfig(preds, locs, memset=memset, fallback=fallback, names=names, subgraph_prefix=prefix,

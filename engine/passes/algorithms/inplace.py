@@ -52,7 +52,8 @@ def load(value: Any, pack: Pack, errors: Collector) -> InplaceConfig | None:
         text = r.get(name, (str, bool), None, required=True)
         e = parse_rule_expr(text, r.value_loc(name), errors) if text is not None else None
         if e is not None:
-            Compiler(pack.scope(params), errors).check(e)
+            types = {"anchor": "OutAnchor"} if "anchor" in params else ()
+            Compiler(pack.scope(params), errors).check(e, types, "bool", f"`{name}`")
             preds[name] = e
     r.done()
     if errors:

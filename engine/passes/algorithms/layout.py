@@ -33,7 +33,7 @@ from engine.core.graph import Graph, InAnchor, Node, OutAnchor
 from engine.passes.insertion import InsertSpec, apply_neighbour_attrs, build_op, load_insert_spec
 from engine.pack.model import FuncDef, Pack
 from engine.pack.loader import function_specs, load_functions, parse_rule_expr, register_rule_id
-from engine.dsl.library import PrimSpec, bound_functions
+from engine.dsl.library import PrimSpec, bound_functions, register as register_functions
 from engine.core.schema import Reader, str_list
 from engine.core.yamlloc import item_span, span_of
 from engine.passes.surgery_hooks import surgery_hooks
@@ -43,21 +43,28 @@ CHECK_VARS = ("a", "b", "symbol", "graph")
 MARK_VARS = ("node", "anchor", "graph")
 
 
-def _lp(name, arity, doc):
-    return name, PrimSpec(name, arity, doc, lambda ctx: None)
+def _lp(name, arity, doc, sig):
+    return name, PrimSpec(name, arity, doc, lambda ctx: None, sig)
 
 
-LAYOUT_PRIMS = dict([
-    _lp("marks", (1, 1), "marks(anchor): the anchor's layout attributes, in marking order"),
-    _lp("has_mark", (2, 2), 'has_mark(anchor, "CONTINUOUS_INPUT"): the anchor carries that attribute'),
-    _lp("ref_from_input", (1, 1), "ref_from_input(out_anchor): the input index it aliases (symbols.ref_from_input) or none"),
-    _lp("same_symbol", (2, 2), "same_symbol(x, y): both anchors are in one symbol"),
-    _lp("symbol_anchors", (1, 1), "symbol_anchors(anchor): the anchors of its symbol, in symbol order"),
-    _lp("real_producers", (1, 1), "real_producers(node): producers of its inputs, following aliases upward"),
-    _lp("same_or_partial_same", (2, 2), "same_or_partial_same(xs, ys): GE IsSameOrPartialSame on two anchor lists"),
-    _lp("is_sub_vector", (2, 2), "is_sub_vector(xs, ys): one list is a contiguous run of the other from the first common element"),
-    _lp("key", (1, 1), "key(anchor): GE's anchor key '<node>_in_<i>' / '<node>_out_<i>'"),
-])
+# `Mark` is the section's `attributes` vocabulary (Scope.enums)
+LAYOUT_PRIMS = register_functions("layout", dict([
+    _lp("marks", (1, 1), "marks(anchor): the anchor's layout attributes, in marking order", "(Anchor) -> list[Mark]"),
+    _lp("has_mark", (2, 2), 'has_mark(anchor, "CONTINUOUS_INPUT"): the anchor carries that attribute',
+        "(Anchor, Mark) -> bool"),
+    _lp("ref_from_input", (1, 1), "ref_from_input(out_anchor): the input index it aliases (symbols.ref_from_input) or none",
+        "(OutAnchor) -> int"),
+    _lp("same_symbol", (2, 2), "same_symbol(x, y): both anchors are in one symbol", "(Anchor, Anchor) -> bool"),
+    _lp("symbol_anchors", (1, 1), "symbol_anchors(anchor): the anchors of its symbol, in symbol order",
+        "(Anchor) -> list[Anchor]"),
+    _lp("real_producers", (1, 1), "real_producers(node): producers of its inputs, following aliases upward",
+        "(Node) -> list[OutAnchor]"),
+    _lp("same_or_partial_same", (2, 2), "same_or_partial_same(xs, ys): GE IsSameOrPartialSame on two anchor lists",
+        "(list[Anchor], list[Anchor]) -> bool"),
+    _lp("is_sub_vector", (2, 2), "is_sub_vector(xs, ys): one list is a contiguous run of the other from the first common element",
+        "(list[T], list[T]) -> bool"),
+    _lp("key", (1, 1), "key(anchor): GE's anchor key '<node>_in_<i>' / '<node>_out_<i>'", "(Anchor) -> str"),
+]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,24 +242,26 @@ def load(value: Any, pack: Pack, errors: Collector) -> LayoutConfig | None:
     consts = {a: a for a in attrs}
     extra = dict(LAYOUT_PRIMS)
     extra.update(function_specs(funcs))
+    enums = {"Mark": attrs}
     for f in funcs.values():
-        Compiler(pack.scope(f.params, consts, extra), errors).check(f.body)
-    mc = Compiler(pack.scope(MARK_VARS, consts, extra), errors)
-    for m in in_marks + out_marks:
-        mc.check(m.when)
-    cc = Compiler(pack.scope(CHECK_VARS, consts, extra), errors)
+        Compiler(pack.scope(f.params, consts, extra, enums=enums), errors).check(f.body, {p: "any" for p in f.params})
+    mc = Compiler(pack.scope(MARK_VARS, consts, extra, enums=enums), errors)
+    for side, marks in (("In", in_marks), ("Out", out_marks)):
+        for m in marks:
+            mc.check(m.when, {"anchor": f"{side}Anchor"}, "bool", f"the `when` of mark {m.attr}")
+    cc = Compiler(pack.scope(CHECK_VARS, consts, extra, enums=enums), errors)
     for c in checkers.values():
-        cc.check(c.body)
-    if exprs["skip_pair"] is not None:
-        cc.check(exprs["skip_pair"])
-    gc_ = Compiler(pack.scope(("graph",), consts, extra), errors)
-    if exprs["target_graph"] is not None:
-        gc_.check(exprs["target_graph"])
-    ac = Compiler(pack.scope(("anchor",), consts, extra), errors)
-    if exprs["skip_insert"] is not None:
-        ac.check(exprs["skip_insert"])
-    if exprs["netoutput_fixup"] is not None:
-        Compiler(pack.scope(("node",), consts, extra), errors).check(exprs["netoutput_fixup"])
+        cc.check(c.body, (), "list[Anchor]", "checker")
+    bools = (("skip_pair", CHECK_VARS), ("target_graph", ("graph",)), ("skip_insert", ("anchor",)),
+             ("netoutput_fixup", ("node",)))
+    for key, params in bools:
+        if exprs[key] is not None:
+            Compiler(pack.scope(params, consts, extra, enums=enums), errors).check(exprs[key], (), "bool", f"`{key}`")
+    if ctrl is not None:
+        from engine.passes.algorithms.ctrl_conflict import PREDICATES as CTRL_PREDICATES
+        for key, e in ctrl.predicates.items():
+            Compiler(pack.scope(CTRL_PREDICATES[key], consts, extra, enums=enums), errors).check(
+                e, (), "bool", f"ctrl_nodes `{key}`")
     if errors or insert is None:
         return None
     return LayoutConfig(attrs, in_marks, out_marks, defaults["input_default"], defaults["output_default"], wildcard,

@@ -23,7 +23,7 @@ from engine.core.errors import Cite, Collector, Loc, PassFailure, did_you_mean
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor
 from engine.pack.model import Pack, Rule
 from engine.pack.loader import load_rules, parse_rule_expr
-from engine.dsl.library import PrimSpec, bound_functions
+from engine.dsl.library import PrimSpec, bound_functions, register as register_functions
 from engine.core.attrs import node_attr
 from engine.pack.rulelist import check_rules, compile_rules
 from engine.core.schema import Reader, str_list
@@ -42,11 +42,11 @@ def _output_index(node, name):
     return n.ports()[1].get(name)
 
 
-LINT_PRIMS = {
+LINT_PRIMS = register_functions("graph_lint", {
     "output_index": PrimSpec("output_index", (2, 2),
                              "output_index(node, name): the output port called name, or none (GetOutputIndexByName)",
-                             lambda ctx: _output_index),
-}
+                             lambda ctx: _output_index, "(Node, str) -> int"),
+})
 
 
 @dataclass(frozen=True)
@@ -96,11 +96,13 @@ def load(value: Any, pack: Pack, errors: Collector) -> LintConfig | None:
     d.done()
     r.done()
     consts = {t: t for t in types}
-    check_rules(Compiler(pack.scope(RULE_VARS, consts, LINT_PRIMS), errors), rules, RULE_VARS)
-    node_comp = Compiler(pack.scope(("node",), consts, LINT_PRIMS), errors)
-    for e in (original, source):
+    enums = {"LintRW": types}
+    check_rules(Compiler(pack.scope(RULE_VARS, consts, LINT_PRIMS, enums=enums), errors), rules,
+                {"node": "Node", "anchor": "InAnchor", "original": "Node"}, "LintRW")
+    node_comp = Compiler(pack.scope(("node",), consts, LINT_PRIMS, enums=enums), errors)
+    for e, want, what in ((original, "str", "`original_type`"), (source, "bool", "`source`")):
         if e is not None:
-            node_comp.check(e)
+            node_comp.check(e, (), want, what)
     if errors:
         return None
     return LintConfig(types, role, original, rules, source, pidx, initial, frozenset(map(str, sticky)),

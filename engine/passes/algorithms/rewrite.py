@@ -37,7 +37,7 @@ from engine.core.graph import Graph, InAnchor, Node, OutAnchor
 from engine.passes.insertion import InsertSpec, load_insert_spec
 from engine.pack.model import FuncDef, Pack
 from engine.pack.loader import function_specs, load_functions, parse_rule_expr, register_rule_id
-from engine.dsl.library import PrimSpec, bound_functions
+from engine.dsl.library import PrimSpec, bound_functions, register as register_functions
 from engine.dsl.queries import QUERY_PRIMITIVES
 from engine.core.schema import Reader
 from engine.core.yamlloc import item_span
@@ -51,8 +51,10 @@ SPEC_ARG = {"insert_before": 1, "insert_after": 2, "insert_between": 2, "insert_
             "insert_multi_before": 1, "add_node": 0, "insert_name": 0}
 REWRITE_PRIMS: dict[str, PrimSpec] = {
     **QUERY_PRIMITIVES, **ACTION_PRIMS,
-    "insert_name": PrimSpec("insert_name", (2, 2), 'insert_name("spec", graph): the name the spec gives in graph '
-                            "when its template uses only {graph}", lambda ctx: None),
+    **register_functions("rewrite", {
+        "insert_name": PrimSpec("insert_name", (2, 2), 'insert_name("spec", graph): the name the spec gives in graph '
+                                "when its template uses only {graph}", lambda ctx: None, "(str, Graph) -> str"),
+    }),
 }
 
 
@@ -241,36 +243,38 @@ def _actions(value: Any, what: str, errors: Collector, fallback: Loc) -> list[Ac
 
 
 def _check(rs: RuleSet, pack: Pack, errors: Collector) -> None:
-    """Names, arities and insert-spec references, once at load time."""
+    """Names, arities, types and insert-spec references, once at load time."""
     extra = {**REWRITE_PRIMS, **function_specs(rs.functions)}
     comp = Compiler(pack.scope(BASE_VARS, {}, extra), errors)
     for f in rs.functions.values():
-        comp.check(f.body, f.params)
+        comp.check(f.body, {p: "any" for p in f.params}, edits=True)
     exprs: list[Expr] = []
     if rs.gate is not None:
-        comp.check(rs.gate, ("graph",))
+        comp.check(rs.gate, ("graph",), "bool", "a rule set's `gate`")
         exprs.append(rs.gate)
-    bound: tuple[str, ...] = ()
+    bound: dict = {"graph": "Graph", "node": "none", "anchor": "none"}
     for a in rs.once:
-        comp.check(a.expr, bound)
+        t = comp.check(a.expr, bound, edits=True)
         exprs.append(a.expr)
-        bound += (a.bind,) if a.bind else ()
+        if a.bind:
+            bound[a.bind] = t
     for step in rs.steps:
-        comp.check(step.match)
-        names: tuple[str, ...] = ()
+        comp.check(step.match, {"node": "Node", "anchor": "none"}, "bool", "a step's `match`")
+        # the anchor ranged over: each input, each output, or none (`each: node`)
+        names: dict = {"node": "Node", "anchor": {"inputs": "InAnchor", "outputs": "OutAnchor"}.get(step.each, "none")}
         for key, e in step.let:
-            comp.check(e, names)
-            names += (key,)
+            names[key] = comp.check(e, names)
             exprs.append(e)
         for rule in step.rules:
-            comp.check(rule.when, names)
+            comp.check(rule.when, names, "bool", "a rule's `when`")
             for _, e in rule.reason:
                 comp.check(e, names)
-            bound = names
+            bound = dict(names)
             for a in rule.do:
-                comp.check(a.expr, bound)
+                t = comp.check(a.expr, bound, edits=True)
                 exprs.append(a.expr)
-                bound += (a.bind,) if a.bind else ()
+                if a.bind:
+                    bound[a.bind] = t
     exprs += [f.body for f in rs.functions.values()]
     for e in exprs:
         for sub in walk(e):

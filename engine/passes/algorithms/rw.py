@@ -26,7 +26,7 @@ from engine.core.graph import Graph, InAnchor, Node, OutAnchor
 from engine.passes.insertion import InsertSpec, build_op, load_insert_spec
 from engine.pack.model import Pack, Rule
 from engine.pack.loader import load_rules, parse_rule_expr
-from engine.dsl.library import PrimSpec, bound_functions
+from engine.dsl.library import PrimSpec, bound_functions, register as register_functions
 from engine.core.attrs import node_attr, set_attr, typed_attr
 from engine.pack.rulelist import check_rules, compile_rules
 from engine.core.schema import Reader, str_list
@@ -50,15 +50,16 @@ PREDICATES = {
     "rw_control_source": "identity input kinds that make an identity useful for RW ordering",
     "rw_control_writer": "control successors that make an identity useful for RW ordering",
 }
-RW_PRIMS = {
+# `InputRW` / `OutputRW` are the section's input_types / output_types (Scope.enums)
+RW_PRIMS = register_functions("rw_conflict", {
     "is_ref_output": PrimSpec("is_ref_output", (1, 1), "is_ref_output(out_anchor): output shares a name with an input",
-                              lambda ctx: None),
+                              lambda ctx: None, "(OutAnchor) -> bool"),
     "is_ref_input": PrimSpec("is_ref_input", (1, 1), "is_ref_input(in_anchor): input shares a name with an output",
-                             lambda ctx: None),
+                             lambda ctx: None, "(InAnchor) -> bool"),
     "single_output_rw": PrimSpec("single_output_rw", (1, 1),
                                  "single_output_rw(out_anchor): the output rules applied to another anchor",
-                                 lambda ctx: None),
-}
+                                 lambda ctx: None, "(OutAnchor) -> OutputRW"),
+})
 
 
 @dataclass(frozen=True)
@@ -115,13 +116,14 @@ def load(value: Any, pack: Pack, errors: Collector) -> RWConfig | None:
     ref_attr = str(r.get("reference_attr", str, ""))
     insert = load_insert_spec(r.get("insert", dict, None, required=True), "rw_conflict.insert", errors, r.loc)
     r.done()
-    scope = pack.scope(("node", "anchor"), consts, RW_PRIMS)
-    comp = Compiler(scope, errors)
+    enums = {"InputRW": in_types, "OutputRW": out_types}
+    comp = Compiler(pack.scope(("node", "anchor"), consts, RW_PRIMS, enums=enums), errors)
     for key, lst in rules.items():
-        check_rules(comp, lst, ("node", "anchor"))
-    pscope = Compiler(pack.scope(("node",), consts, RW_PRIMS), errors)
-    for e in preds.values():
-        pscope.check(e)
+        side = "Out" if key.startswith("output") else "In"
+        check_rules(comp, lst, {"node": "Node", "anchor": f"{side}Anchor"}, f"{side}putRW")
+    pscope = Compiler(pack.scope(("node",), consts, RW_PRIMS, enums=enums), errors)
+    for name, e in preds.items():
+        pscope.check(e, (), "bool", f"predicate '{name}'")
     if errors or insert is None:
         return None
     return RWConfig(in_types, out_types, in_role, out_role, matrix, mlocs, combine, rules["output_rules"],

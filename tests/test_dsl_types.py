@@ -313,3 +313,31 @@ def test_a_value_is_compiled_once_and_bound_per_run():
     assert a.__globals__ is not b.__globals__       # ... run against each compiler's namespace
     node = type("N", (), {"ins": [1, 2]})()
     assert a(node) is True and b(node) is True
+
+
+def test_values_are_compiled_when_the_pack_loads_not_when_it_runs(tmp_path):
+    """Note [compile at load]: after load_pack, running the whole pipeline (and single passes,
+    whose functions are built from other entry points) compiles no generated code."""
+    from engine.core.io import load_graph
+    from engine.dsl import compiler
+    from engine.pack.loader import load_pack as load_with
+    from engine.passes.catalog import REGISTRY
+    from engine.passes.context import RunContext
+    from engine.passes.manager import check_graph, resolve_passes, run_passes
+
+    root = Path(__file__).resolve().parents[1]
+    compiler._CODE.clear()
+    before = compiler.COMPILES[0]
+    pack = load_with(None, REGISTRY)
+    at_load = compiler.COMPILES[0] - before
+    assert at_load > 200                       # every DSL value of the pack, compiled once
+    graphs = [root / "examples/train_step.pbtxt"] + sorted((root / "tests/cases").glob("*/*.yaml"))[::7]
+    for g in graphs:
+        model, options = load_graph(str(g), pack)
+        ctx = RunContext(pack, model, options)
+        check_graph(ctx)
+        try:
+            run_passes(ctx, resolve_passes(pack, None, options))
+        except Exception as exc:                # noqa: BLE001 - a GE failure is fine here
+            assert type(exc).__name__ == "PassFailure", exc
+    assert compiler.COMPILES[0] - before == at_load, "a run compiled generated code"

@@ -49,12 +49,24 @@ class Compiler:
         self._ns: dict[str, Any] | None = None
 
     def check(self, e: Expr, bound: tuple[str, ...] | dict = (), expect: str | None = None,
-              what: str = "this value", edits: bool = False):
+              what: str = "this value", edits: bool = False, define_as: str | None = None,
+              params: tuple[str, ...] | None = None):
         """Names, arities and types (engine/dsl/types.py); returns the value's type. `bound`
         names extra variables (or maps them to their types); `expect` is the result type the
-        context needs; `edits` allows graph edits (a rewrite rule's `do:` list)."""
-        self._py(e, set(self.scope.variables) | set(bound))
-        return check_expr(self.scope, self.errors, e, bound, expect, what, edits)
+        context needs; `edits` allows graph edits (a rewrite rule's `do:` list); `define_as`
+        names a pack-defined function whose body this is (its definition is compiled too);
+        `params` are the run-time parameters in order, when they are not the scope's variables
+        followed by `bound` (Note [compile at load])."""
+        src = self._py(e, set(self.scope.variables) | set(bound))
+        typ = check_expr(self.scope, self.errors, e, bound, expect, what, edits)
+        if not self.errors.problems:      # Note [compile at load]
+            if define_as is not None:
+                precompile(def_source("f_" + define_as, tuple(bound), src))
+            else:
+                if params is None:
+                    params = tuple(self.scope.variables) + tuple(b for b in bound if b not in self.scope.variables)
+                precompile(def_source("_f", params, src))
+        return typ
 
     def source(self, e: Expr, bound: tuple[str, ...] = ()) -> str:
         return self._py(e, set(self.scope.variables) | set(bound))
@@ -73,10 +85,8 @@ class Compiler:
     def define(self, name: str, params: tuple[str, ...], body: Expr, memo: bool = False) -> None:
         """Compile a pack-defined function; it is callable as `name(...)` from later code.
         With `memo`, results are cached by argument identity for this compiler's life."""
-        src = self.source(body, params)
-        args = ", ".join("v_" + p for p in params)
         ns = self.namespace()
-        run_source(f"def f_{name}({args}):\n    return {src}\n", ns)
+        run_source(def_source("f_" + name, params, self.source(body, params)), ns)
         if memo:
             ns["f_" + name] = _memoised(ns["f_" + name])
 
@@ -159,29 +169,45 @@ class Compiler:
 
     def function(self, e: Expr, params: tuple[str, ...]) -> Callable:
         """Compile `e` into a function of `params` (which must include the scope's variables)."""
-        body = self.source(e, params)
-        args = ", ".join("v_" + p for p in params)
         ns = self.namespace()
-        run_source(f"def _f({args}):\n    return {body}\n", ns)
+        run_source(def_source("_f", params, self.source(e, params)), ns)
         return ns.pop("_f")
 
 
 # Note [code cache]: the generated source of a DSL value depends only on the value and its
-# scope's names, never on the run, so its code object is compiled once per process and
-# executed against each run's namespace (where the primitives are bound to that run). A
-# second run of a pack — `diff` over many graphs, the test suite — compiles nothing.
+# scope's names, never on the run, so its code object is compiled once per process — when
+# the pack loads (Note [compile at load]) — and executed against each run's namespace, where
+# the primitives are bound to that run.
 _CODE: dict[str, Any] = {}
 _CODE_LIMIT = 50_000
 
 
-def run_source(src: str, ns: dict) -> None:
-    """Execute generated definitions in `ns`, compiling each distinct source once."""
+# Note [compile at load]: the pack loader's checks compile each value's definition as the
+# run will build it (`def_source` with the context's variables in order, and the rule lists'
+# functions in `check_rules`), so a run only executes code objects against its namespace.
+# `COMPILES` counts compilations; tests/test_dsl_types.py asserts a run adds none.
+COMPILES = [0]
+
+
+def def_source(name: str, params, body: str) -> str:
+    """The generated definition of one DSL value: `def name(v_p, ...): return body`."""
+    return f"def {name}({', '.join('v_' + p for p in params)}):\n    return {body}\n"
+
+
+def precompile(src: str):
+    """The code object of generated source, compiled once per process."""
     code = _CODE.get(src)
     if code is None:
         if len(_CODE) >= _CODE_LIMIT:
             _CODE.clear()
         code = _CODE[src] = compile(src, "<dsl>", "exec")
-    exec(code, ns)  # noqa: S102 - generated from parsed rules only
+        COMPILES[0] += 1
+    return code
+
+
+def run_source(src: str, ns: dict) -> None:
+    """Execute generated definitions in `ns` (compiled at pack load, or now if not)."""
+    exec(precompile(src), ns)  # noqa: S102 - generated from parsed rules only
 
 
 def _memoised(fn: Callable) -> Callable:

@@ -3,21 +3,25 @@ from __future__ import annotations
 
 from typing import Callable
 
-from engine.dsl.compiler import Compiler, run_source
+from engine.dsl.compiler import Compiler, precompile, run_source
 from engine.pack.model import Rule
 
 
 def compile_rules(compiler: Compiler, rules: list[Rule], params: tuple[str, ...]) -> Callable:
     """`f(*params) -> (value, rule_index)`; (None, -1) when no rule matches."""
-    args = ", ".join("v_" + p for p in params)
-    lines = [f"def _rules({args}):"]
+    ns = compiler.namespace()
+    run_source(rules_source(compiler, rules, params), ns)
+    return ns.pop("_rules")
+
+
+def rules_source(compiler: Compiler, rules: list[Rule], params) -> str:
+    """One function testing the rules in order (first match wins)."""
+    lines = [f"def _rules({', '.join('v_' + p for p in params)}):"]
     for i, rule in enumerate(rules):
         lines.append(f"    if {compiler.source(rule.when, params)}:")
         lines.append(f"        return ({compiler.source(rule.value, params)}, {i})")
     lines.append("    return (None, -1)")
-    ns = compiler.namespace()
-    run_source("\n".join(lines) + "\n", ns)
-    return ns.pop("_rules")
+    return "\n".join(lines) + "\n"
 
 
 def check_rules(compiler: Compiler, rules: list[Rule], params: tuple[str, ...] | dict,
@@ -26,3 +30,6 @@ def check_rules(compiler: Compiler, rules: list[Rule], params: tuple[str, ...] |
     for rule in rules:
         compiler.check(rule.when, params, "bool", "a rule's `when`")
         compiler.check(rule.value, params, value, "a rule's `value`")
+    if not compiler.errors.problems:      # Note [compile at load] in engine/dsl/compiler.py
+        names = tuple(compiler.scope.variables) + tuple(p for p in params if p not in compiler.scope.variables)
+        precompile(rules_source(compiler, rules, names))

@@ -244,7 +244,7 @@ def load(value: Any, pack: Pack, errors: Collector) -> LayoutConfig | None:
     extra.update(function_specs(funcs))
     enums = {"Mark": attrs}
     for f in funcs.values():
-        Compiler(pack.scope(f.params, consts, extra, enums=enums), errors).check(f.body, {p: "any" for p in f.params})
+        Compiler(pack.scope(f.params, consts, extra, enums=enums), errors).check(f.body, {p: "any" for p in f.params}, define_as=f.name)
     mc = Compiler(pack.scope(MARK_VARS, consts, extra, enums=enums), errors)
     for side, marks in (("In", in_marks), ("Out", out_marks)):
         for m in marks:

@@ -247,34 +247,42 @@ def _check(rs: RuleSet, pack: Pack, errors: Collector) -> None:
     extra = {**REWRITE_PRIMS, **function_specs(rs.functions)}
     comp = Compiler(pack.scope(BASE_VARS, {}, extra), errors)
     for f in rs.functions.values():
-        comp.check(f.body, {p: "any" for p in f.params}, edits=True)
+        comp.check(f.body, {p: "any" for p in f.params}, edits=True, define_as=f.name)
     exprs: list[Expr] = []
+    # each value is compiled with the parameters its run-time function takes (Note [compile at load])
     if rs.gate is not None:
-        comp.check(rs.gate, ("graph",), "bool", "a rule set's `gate`")
+        comp.check(rs.gate, ("graph",), "bool", "a rule set's `gate`", params=("graph",))
         exprs.append(rs.gate)
     bound: dict = {"graph": "Graph", "node": "none", "anchor": "none"}
+    params = BASE_VARS
     for a in rs.once:
-        t = comp.check(a.expr, bound, edits=True)
+        t = comp.check(a.expr, bound, edits=True, params=params)
         exprs.append(a.expr)
         if a.bind:
             bound[a.bind] = t
+            params += (a.bind,)
     for step in rs.steps:
-        comp.check(step.match, {"node": "Node", "anchor": "none"}, "bool", "a step's `match`")
+        comp.check(step.match, {"node": "Node", "anchor": "none"}, "bool", "a step's `match`",
+                   params=("graph", "node"))
         # the anchor ranged over: each input, each output, or none (`each: node`)
         names: dict = {"node": "Node", "anchor": {"inputs": "InAnchor", "outputs": "OutAnchor"}.get(step.each, "none")}
+        params = BASE_VARS
         for key, e in step.let:
-            names[key] = comp.check(e, names)
+            names[key] = comp.check(e, names, params=params)
+            params += (key,)
             exprs.append(e)
         for rule in step.rules:
-            comp.check(rule.when, names, "bool", "a rule's `when`")
+            comp.check(rule.when, names, "bool", "a rule's `when`", params=params)
             for _, e in rule.reason:
-                comp.check(e, names)
+                comp.check(e, names, params=params)
             bound = dict(names)
+            do_params = params
             for a in rule.do:
-                t = comp.check(a.expr, bound, edits=True)
+                t = comp.check(a.expr, bound, edits=True, params=do_params)
                 exprs.append(a.expr)
                 if a.bind:
                     bound[a.bind] = t
+                    do_params += (a.bind,)
     exprs += [f.body for f in rs.functions.values()]
     for e in exprs:
         for sub in walk(e):

@@ -120,7 +120,7 @@ def test_dsl_syntax_error_points_into_the_expression(pack_copy):
 
 def test_unknown_function_and_arity(pack_copy):
     f = pack_copy / "rw.yaml"
-    edit(f, 'attr_true(node, "_input_mutable")', 'attr_tru(node, "_input_mutable")')
+    edit(f, 'attr_true(node, INPUT_MUTABLE)', 'attr_tru(node, INPUT_MUTABLE)')
     edit(f, "count(consumers(anchor)) > 1", "count(consumers(anchor), 2) > 1")
     msg = errors_of(pack_copy)
     assert "error: unknown function 'attr_tru'" in msg and "did you mean 'attr_true'?" in msg

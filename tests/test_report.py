@@ -64,7 +64,7 @@ def test_rule_texts_are_the_rules_own_source():
     rule = report["rules"][c["explanation"][1]["loc"]]
     assert rule["id"] == "rw/in/input-mutable"
     assert rule["text"].startswith("- id: rw/in/input-mutable\n")
-    assert 'when: attr_true(node, "_input_mutable")' in rule["text"]
+    assert 'when: attr_true(node, INPUT_MUTABLE)' in rule["text"]
     cell = report["rules"][c["rule_loc"]]           # a matrix cell: its row, the cell marked
     a, b = cell["mark"]
     assert cell["text"].startswith("ReadOnlyConst:") and cell["text"][a:b] == "insert_identity"

@@ -32,6 +32,18 @@ def parse_options(items: list[str] | None) -> dict[str, str]:
     return out
 
 
+# The graph a command is working on, for the out-of-memory message (engine/cli/__init__.py).
+CURRENT_GRAPH: dict = {}
+
+
+def note_graph(path, model=None) -> None:
+    """Record the graph being worked on (and, once loaded, its node count)."""
+    CURRENT_GRAPH.clear()
+    CURRENT_GRAPH["path"] = display_path(path)
+    if model is not None:
+        CURRENT_GRAPH["nodes"] = model.node_count()
+
+
 def run_graph(args, progress):
     """Load the pack and the graph, run the passes; returns (ctx, graph stats before)."""
     from engine.passes.context import RunContext
@@ -47,7 +59,9 @@ def run_graph(args, progress):
         if not ids:
             raise InputError(Problem(Loc("--passes"), "no pass ids given", "e.g. --passes mem_rw_conflict"))
     progress.stage(f"loading {display_path(args.graph)}")
+    note_graph(args.graph)
     model, file_options = load_graph(args.graph, pack)
+    note_graph(args.graph, model)
     # Note [gc]: the model is long-lived; freezing it keeps the cyclic GC from
     # rescanning 10^5-10^6 objects on every collection (superlinear otherwise).
     gc.freeze()

@@ -34,7 +34,7 @@ def add_command(sub) -> None:
 
 def cmd_diff(args) -> int:
     from engine.cli.common import parse_options
-    from engine.core.dumpio import write_atomic
+    from engine.cli.outputs import Outputs
     from engine.diff.source import load_source, open_source
 
     options = parse_options(args.option)
@@ -46,6 +46,9 @@ def cmd_diff(args) -> int:
     jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
     if jobs < 1:
         raise InputError(Problem(Loc("--jobs"), f"--jobs must be at least 1, not {jobs}", "e.g. --jobs 2"))
+    files = Outputs()
+    files.claim("--json", args.json)
+    files.claim("--html", args.html)
     sources = []
     try:
         for spec in (args.old, args.new):
@@ -60,14 +63,13 @@ def cmd_diff(args) -> int:
         if args.html:
             from engine.diff.page import render_page
             outputs.append((args.html, render_page(doc).encode()))
-        for path, data in outputs:
-            write_atomic(path, data)
+        files.write(outputs)
     finally:
         for src in sources:
             src.close()
     if not args.quiet:
         from engine.diff.render import text_summary
-        print(text_summary(doc))
+        print(text_summary(doc), file=files.text_stream())
     return 1 if any(doc["gates"].get(k) for k in args.fail_on or ()) else 0
 
 

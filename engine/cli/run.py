@@ -6,7 +6,7 @@ from pathlib import Path
 
 from engine.core.errors import InputError, Loc, PassFailure, Problem, display_path
 from engine.core.io import YAML_SUFFIXES, load_graph
-from engine.cli.common import run_graph
+from engine.cli.common import note_graph, run_graph
 
 
 def add_commands(sub) -> None:
@@ -19,6 +19,9 @@ def add_commands(sub) -> None:
     r.add_argument("--report-json", metavar="R.json")
     r.add_argument("--report-html", metavar="R.html")
     r.add_argument("--quiet", action="store_true", help="print nothing on success")
+    r.add_argument("--fail-on", action="append", metavar="CODE|insertions|warnings",
+                   help="exit 3 when the run has such findings: a diagnostic code (W18888), any inserted "
+                        "node, or any warning; outputs are still written (repeatable)")
     r.set_defaults(func=cmd_run)
 
     e = sub.add_parser("explain", help="run the passes and explain why one node was inserted")
@@ -44,10 +47,16 @@ def add_commands(sub) -> None:
 
 
 def cmd_run(args) -> int:
-    from engine.core.dumpio import model_to_text, serialize_model, write_atomic, is_binary_path
+    from engine.core.dumpio import model_to_text, serialize_model, is_binary_path
+    from engine.cli.outputs import Outputs
     from engine.report.model import build_report, report_json
     from engine.report.text import Progress, summary_text
 
+    gates = _fail_on(args.fail_on)
+    files = Outputs()
+    files.claim("--out", args.out)
+    files.claim("--report-json", args.report_json)
+    files.claim("--report-html", args.report_html)
     with Progress(sys.stderr, enabled=not args.quiet) as progress:
         try:
             ctx, before = run_graph(args, progress)
@@ -65,11 +74,45 @@ def cmd_run(args) -> int:
         if args.report_html:
             from engine.report.html import render_html
             outputs.append((args.report_html, render_html(report, ctx).encode()))
-        for path, data in outputs:
-            write_atomic(path, data)
+        files.write(outputs)
     if not args.quiet:
-        print(summary_text(ctx, display_path(args.graph)))
+        print(summary_text(ctx, display_path(args.graph)), file=files.text_stream())
+    held = gated_findings(ctx, gates)
+    if held:
+        sys.stderr.write(f"memconflict: --fail-on: {'; '.join(held)}\n")
+        return 3
     return 0
+
+
+FAIL_ON_KINDS = ("insertions", "warnings")
+
+
+def _fail_on(items: list[str] | None) -> list[str]:
+    """The `--fail-on` gates: `insertions`, `warnings`, or diagnostic codes (W18888)."""
+    import re
+    gates = []
+    for item in items or ():
+        item = item.strip()
+        if item not in FAIL_ON_KINDS and not re.fullmatch(r"[A-Z]+[0-9]+", item):
+            raise InputError(Problem(Loc("--fail-on"), f"unknown --fail-on '{item}'",
+                                     "give a diagnostic code (e.g. W18888), 'insertions' or 'warnings'"))
+        gates.append(item)
+    return gates
+
+
+def gated_findings(ctx, gates: list[str]) -> list[str]:
+    """One line per gate the run's findings trip (empty: none)."""
+    held = []
+    for gate in dict.fromkeys(gates):
+        if gate == "insertions":
+            n = len(ctx.insertions)
+        elif gate == "warnings":
+            n = sum(1 for d in ctx.diagnostics if d.severity == "warning")
+        else:
+            n = sum(1 for d in ctx.diagnostics if d.code == gate)
+        if n:
+            held.append(f"{n} {gate if gate in FAIL_ON_KINDS else gate + ' diagnostic(s)'}")
+    return held
 
 
 def cmd_explain(args) -> int:
@@ -89,20 +132,28 @@ def cmd_explain(args) -> int:
 
 
 def cmd_convert(args) -> int:
-    from engine.core.dumpio import save_model
-    from engine.core.dumpio import write_atomic
+    from engine.core.dumpio import is_binary_path, model_to_text, serialize_model
+    from engine.cli.outputs import Outputs
     from engine.passes.catalog import load_pack
     from engine.core.yamlgraph import model_to_yaml
 
+    files = Outputs()
+    files.claim("OUT", args.output)
     pack = load_pack(args.rules)
+    note_graph(args.input)
     model, _ = load_graph(args.input, pack)
+    note_graph(args.input, model)
+    dropped = []
     if Path(args.output).suffix.lower() in YAML_SUFFIXES:
         text, dropped = model_to_yaml(model)
-        write_atomic(args.output, text.encode())
-        for d in dropped:
-            sys.stderr.write(f"memconflict: note: not expressible in YAML, dropped: {d}\n")
+        data = text.encode()
     else:
-        save_model(model, args.output)
+        data = serialize_model(model)
+        if not is_binary_path(args.output):
+            data = model_to_text(data)
+    files.write([(args.output, data)])
+    for d in dropped:
+        sys.stderr.write(f"memconflict: note: not expressible in YAML, dropped: {d}\n")
     return 0
 
 

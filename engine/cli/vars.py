@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from engine.cli.common import note_graph
+from engine.cli.outputs import Outputs
 from engine.core.errors import InputError, Loc, PassFailure, Problem, display_path
 from engine.varmgr.desc import TensorDesc
 from engine.varmgr.manager import VarManager, VarManagerPool
@@ -77,12 +79,19 @@ def cmd_plan(args) -> int:
                                  "give one --out per GRAPH, in the same order, or none"))
     if args.memory_size is not None and args.memory_size <= 0:
         raise InputError(Problem(Loc("--memory-size"), "memory size must be positive", ""))
+    files = Outputs()
+    for out in outs:
+        files.claim("--out", out)
+    files.claim("--save-state", args.save_state)
+    files.claim("--json", args.json)
     pool = VarManagerPool(policy)
     vm = open_session(pool, args.session, args.memory_size, options, args.load_state)
     plans: list[tuple[str, GraphPlan]] = []
     outputs: list[tuple[str, bytes]] = []
     for gid, path in enumerate(args.graphs):
+        note_graph(path)
         model = load_model(path)
+        note_graph(path, model)
         try:
             plan = plan_graph(model, vm, gid)
         except VarError as exc:
@@ -97,8 +106,8 @@ def cmd_plan(args) -> int:
         outputs.append((args.save_state, encode(to_info(vm), is_text_path(args.save_state))))
     if args.json:
         outputs.append((args.json, (json.dumps(plan_json(vm, plans), indent=1) + "\n").encode()))
-    _write_all(outputs)
-    print(render_plan(vm, plans))
+    files.write(outputs)
+    print(render_plan(vm, plans), file=files.text_stream())
     return 0
 
 
@@ -112,30 +121,6 @@ def _check_init_values(model, plan: GraphPlan, vm: VarManager, path: str) -> Non
             if why:
                 raise PassFailure("vars plan", f"graph {plan.graph_id} ({display_path(path)}): variable "
                                   f"'{e.name}': {why}; GetVarMemoryAddr would return nullptr", e.name)
-
-
-def _write_all(outputs: list[tuple[str, bytes]]) -> None:
-    """Every output to a temporary file first, then all renamed: all or nothing."""
-    import os
-    import tempfile
-    staged: list[tuple[str, str]] = []
-    try:
-        for path, data in outputs:
-            target = Path(path)
-            if not target.parent.is_dir():
-                raise InputError(Problem(Loc(path), f"folder '{target.parent}' does not exist",
-                                         "create it first"))
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            staged.append((tmp, path))
-        for tmp, path in staged:
-            os.replace(tmp, path)
-        staged = []
-    finally:
-        for tmp, _ in staged:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
 
 
 def plan_json(vm: VarManager, plans: list[tuple[str, GraphPlan]]) -> dict:

@@ -6,8 +6,9 @@
     memconflict vars addr STATE.pb LOGICAL_ADDR [--memory-type NAME] [--device N] [--rules DIR]
 
 Exit status: 0 ok; 1 a failure GE reports (the message names the variable and
-why); 2 unusable input. Outputs are written only after every graph planned, each
-through a temporary file, so no partial output is left behind.
+why); 2 unusable input or output paths. Outputs are checked before any work and
+written together after every graph planned (engine/cli/outputs.py), so no
+partial output is left behind.
 """
 from __future__ import annotations
 

@@ -255,3 +255,22 @@ def test_help_documents_the_exit_statuses(capsys):
     assert "exit status:" in out
     for code in ("0 ", "1 ", "2 ", "3 ", "4 ", "130 "):
         assert f"\n  {code}" in out
+
+
+def test_ctrl_c_during_the_renames_is_held_until_all_are_done(tmp_path, capsys, monkeypatch):
+    import signal
+    real_replace = os.replace
+    calls = []
+
+    def replace(src, dst):
+        calls.append(dst)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGINT)      # arrives between the two renames
+        real_replace(src, dst)
+
+    monkeypatch.setattr(outputs.os, "replace", replace)
+    graph, rj = tmp_path / "g.pbtxt", tmp_path / "r.json"
+    code, _, err = run(RUN + ["--out", graph, "--report-json", rj, "--quiet"], capsys)
+    assert len(calls) == 2 and code == 130 and err == "memconflict: interrupted\n"
+    assert graph.exists() and rj.exists()        # all targets changed, not one of two
+    assert leftovers(tmp_path) == []

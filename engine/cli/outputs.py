@@ -14,6 +14,7 @@ output paths here before any work, and writes them all together at the end.
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import sys
 import tempfile
@@ -97,12 +98,19 @@ class Outputs:
                     os.chmod(tmp, _mode_for(real))
                 except OSError as exc:
                     raise OutputError(f"cannot write '{path}': {exc.strerror or exc}") from None
-            for tmp, real, path in staged:
-                try:
-                    os.replace(tmp, real)
-                except OSError as exc:
-                    raise OutputError(f"cannot write '{path}': {exc.strerror}") from None
-            staged = []
+            # Note [renames together]: Ctrl-C is held back while the targets are renamed
+            # (microseconds), so an interrupt leaves all of them or none of them changed.
+            held = _hold_sigint()
+            try:
+                for tmp, real, path in staged:
+                    try:
+                        os.replace(tmp, real)
+                    except OSError as exc:
+                        raise OutputError(f"cannot write '{path}': {exc.strerror}") from None
+                    staged = [s for s in staged if s[0] != tmp]
+            finally:
+                if held is not None:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, held)
         finally:
             for tmp, _, _ in staged:
                 try:
@@ -118,6 +126,14 @@ class Outputs:
             else:
                 sys.stdout.write(stdout_data.decode("utf-8", errors="replace"))
                 sys.stdout.flush()
+
+
+def _hold_sigint():
+    """Block SIGINT; the signal mask to restore afterwards (None where signals cannot be masked)."""
+    try:
+        return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 def _check_target(flag: str, path: str) -> str:

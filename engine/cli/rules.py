@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from engine.core.errors import display_path
-from engine.cli.common import _Parser, parse_options
+from engine.cli.common import _Parser, pack_dir, parse_options
 
 
 def add_commands(sub) -> None:
@@ -26,7 +26,7 @@ def add_commands(sub) -> None:
 
 def cmd_rules_check(args) -> int:
     from engine.passes.catalog import load_pack
-    pack = load_pack(args.pack)
+    pack = load_pack(pack_dir(args.pack, "PACK"))
     print(f"{display_path(pack.path)}: pack {pack.name} {pack.version} is valid "
           f"({len(pack.classes)} op classes, {len(pack.ops)} ops, {len(pack.passes)} passes, "
           f"{len(pack.rule_ids)} rules)")
@@ -36,20 +36,20 @@ def cmd_rules_check(args) -> int:
 def cmd_rules_show(args) -> int:
     from engine.passes.catalog import load_pack
     from engine.report.show import show_pack
-    print(show_pack(load_pack(args.pack)))
+    print(show_pack(load_pack(pack_dir(args.pack, "PACK"))))
     return 0
 
 
 def cmd_pipeline(args) -> int:
     from engine.passes.catalog import load_pack
     from engine.report.show import show_pipeline
-    print(show_pipeline(load_pack(args.pack), parse_options(args.option)))
+    print(show_pipeline(load_pack(pack_dir(args.pack, "PACK")), parse_options(args.option)))
     return 0
 
 
 def cmd_rules_functions(args) -> int:
     from engine.passes.catalog import load_pack
-    print(render_functions(load_pack(args.pack)))
+    print(render_functions(load_pack(pack_dir(args.pack, "PACK"))))
     return 0
 
 

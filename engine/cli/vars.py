@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from engine.core.errors import InputError, Loc, PassFailure, Problem, display_path
+from engine.core.resources import default_pack_dir
 from engine.varmgr.desc import TensorDesc
 from engine.varmgr.manager import VarManager, VarManagerPool
 from engine.varmgr.physical import check_init_value
@@ -54,10 +55,12 @@ def add_commands(subparsers) -> None:
 
 
 def _policy(rules: str | None) -> VarPolicy:
-    if not rules:
+    from engine.cli.common import pack_dir
+    found = pack_dir(rules)
+    if found.resolve() == default_pack_dir().resolve():
         return default_policy()
     # an overlay pack (`base:`) without its own variables.yaml uses its base's
-    folder = next((p for p in base_chain(Path(rules)) if (p / "variables.yaml").is_file()), Path(rules))
+    folder = next((p for p in base_chain(found) if (p / "variables.yaml").is_file()), found)
     return load_policy(folder / "variables.yaml")
 
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 
 from engine.cli import main
+from harness import ge_dumps, needs_ge_dumps
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "ge-dumps"
+FIXTURES = ge_dumps()
 RW01 = ROOT / "tests" / "cases" / "rw" / "RW-01.yaml"
 RESNET = FIXTURES / "ge_proto_00015_OptimizeQuantGraph_FeGraphFusionAfter.txt"
 
@@ -46,6 +47,7 @@ def test_report_is_byte_identical_across_runs(tmp_path, capsys):
     assert oa.read_bytes() == ob.read_bytes()
 
 
+@needs_ge_dumps
 def test_real_dump_rw_pass_round_trips(tmp_path, capsys):
     out = tmp_path / "o.txt"
     code, stdout, _ = run(["run", RESNET, "--passes", "mem_rw_conflict", "--out", out, "--quiet"], capsys)

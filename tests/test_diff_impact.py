@@ -9,10 +9,11 @@ from engine.passes.context import Insertion
 from engine.cli.diff import compute
 from engine.diff.impact import insertion_records, match_insertions
 from engine.diff.render import document_json
+from harness import ge_dumps, needs_ge_dumps
 from test_diff_util import edited_pack, shipped, source
 
 ROOT = Path(__file__).resolve().parent.parent
-DUMPS = ROOT.parent / "shared" / "fixtures" / "ge-dumps"
+DUMPS = ge_dumps()
 ROW = "ReadOnly:      {ReadOnly: do_nothing, Writeable: do_nothing, ScopeWriteable: insert_identity}"
 FLIPPED = ROW.replace("Writeable: do_nothing", "Writeable: insert_identity")
 CELL = "rw_conflict.matrix[ReadOnly][Writeable]"
@@ -110,6 +111,7 @@ def test_positions_not_names_match_chained_isolations():
     assert len(m["removed"]) == 1 and m["removed"][0]["position"]["consumers"] == ["z:0"]
 
 
+@needs_ge_dumps
 def test_shipped_dumps_and_jobs_give_byte_identical_json(tmp_path):
     new = edited_pack(tmp_path, {"layout.yaml": [("    - [IMMUTABLE_ADDRESS_OUTPUT, CONTINUOUS_INPUT]\n",
                                                   "    - [IMMUTABLE_ADDRESS_OUTPUT, CONTINUOUS_INPUT]\n"

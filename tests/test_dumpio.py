@@ -11,16 +11,19 @@ from engine.core.dumpio import build_model, load_model, save_model, serialize_mo
 from engine.core.errors import InputError
 from engine.proto import ge_ir_pb2 as pb
 from engine.proto import regen
+from harness import ge_dumps, needs_ge_dumps
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "ge-dumps"
+FIXTURES = ge_dumps()
 DUMPS = sorted(FIXTURES.glob("*.txt"))
 
 
+@needs_ge_dumps
 def test_fixture_dumps_present():
     assert len(DUMPS) == 5
 
 
 @pytest.mark.parametrize("path", DUMPS, ids=[p.name for p in DUMPS])
+@needs_ge_dumps
 def test_real_dump_round_trips_byte_identical(path, tmp_path):
     model = load_model(path)
     out = tmp_path / "out.txt"
@@ -29,6 +32,7 @@ def test_real_dump_round_trips_byte_identical(path, tmp_path):
 
 
 @pytest.mark.parametrize("path", DUMPS, ids=[p.name for p in DUMPS])
+@needs_ge_dumps
 def test_real_dump_binary_round_trip(path, tmp_path):
     model = load_model(path)
     b = tmp_path / "m.pb"
@@ -39,6 +43,7 @@ def test_real_dump_binary_round_trip(path, tmp_path):
 
 
 @pytest.mark.parametrize("path", DUMPS, ids=[p.name for p in DUMPS])
+@needs_ge_dumps
 def test_python_text_fallback_matches_apart_from_floats(path, monkeypatch):
     """Without protoc the pure-Python codec is used; only float rendering differs."""
     monkeypatch.setenv("MEMCONFLICT_NO_PROTOC", "1")
@@ -50,6 +55,7 @@ def test_python_text_fallback_matches_apart_from_floats(path, monkeypatch):
     assert all(a.strip().startswith(("f:", "list_f:")) or "f: " in a for a, _ in diff)
 
 
+@needs_ge_dumps
 def test_resnet_dump_structure():
     model = load_model(FIXTURES / "ge_proto_00017_OptimizeOriginalGraph_FeGraphFusionAfter.txt")
     assert model.root.name == "ResNet-50"
@@ -65,6 +71,7 @@ def test_resnet_dump_structure():
                 assert a in a.peer.peers
 
 
+@needs_ge_dumps
 def test_empty_input_occupies_a_slot():
     model = load_model(FIXTURES / "ge_proto_00026_afterUBMatch.txt")
     empties = [(n, k) for n in model.root.nodes() for k, e in enumerate(n.op.input) if e == ""]
@@ -73,6 +80,7 @@ def test_empty_input_occupies_a_slot():
     assert n.ins[k].peer is None
 
 
+@needs_ge_dumps
 def test_old_style_list_without_val_type_survives(tmp_path):
     path = FIXTURES / "origin_model.txt"
     model = load_model(path)

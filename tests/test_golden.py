@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from golden import check_golden, render_decisions
-from harness import CASES, HERE, ROOT, case_files, shared_fixtures, shared_pack
+from harness import CASES, HERE, ROOT, case_files, ge_dumps, needs_ge_dumps, shared_pack
 from engine.core.dumpio import load_model
 from engine.core.errors import PassFailure
 from engine.passes.context import RunContext
 from engine.passes.manager import check_graph, resolve_passes, run_passes
 
 GOLDEN = HERE / "golden"
-DUMPS = shared_fixtures() / "ge-dumps"
+DUMPS = ge_dumps()
 DUMP_NAMES = ["ge_proto_00015_OptimizeQuantGraph_FeGraphFusionAfter.txt",
               "ge_proto_00017_OptimizeOriginalGraph_FeGraphFusionAfter.txt",
               "ge_proto_00026_afterUBMatch.txt", "ge_proto_00046_afterUBMatch.txt", "origin_model.txt"]
@@ -38,6 +38,7 @@ def test_shipped_example(update_golden, monkeypatch):
 
 
 @pytest.mark.parametrize("name", DUMP_NAMES)
+@needs_ge_dumps
 def test_ge_dump(name, update_golden, monkeypatch):
     monkeypatch.chdir(ROOT)
     assert (DUMPS / name).is_file(), f"{DUMPS / name}: the shared GE dump is missing"
@@ -46,6 +47,7 @@ def test_ge_dump(name, update_golden, monkeypatch):
                  "tests/test_golden.py")
 
 
+@needs_ge_dumps
 def test_every_dump_has_a_golden_file():
     assert sorted(p.name for p in DUMPS.glob("*.txt")) == DUMP_NAMES
 

@@ -22,10 +22,10 @@ from engine.core.dumpio import build_model, load_model, serialize_model
 from engine.proto import ge_ir_pb2 as pb
 from engine.passes.manager import check_graph, resolve_passes, run_passes
 from engine.core.yamlgraph import load_yaml_graph
-from harness import CASES, shared_pack
+from harness import CASES, ge_dumps, needs_ge_dumps, shared_pack
 
 ROOT = Path(__file__).resolve().parent.parent
-DUMPS = ROOT.parent / "shared" / "fixtures" / "ge-dumps"
+DUMPS = ge_dumps()
 EXAMPLE = ROOT / "examples" / "train_step.pbtxt"
 PACK = shared_pack()
 MINE = ("hccl_memcpy", "hccl_continuous_memcpy", "inplace_support_check", "atomic_addr_clean", "subgraph",
@@ -65,6 +65,7 @@ NOTHING = [("hccl_memcpy", 0, 0), ("hccl_memcpy", 0, 0), ("hccl_continuous_memcp
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in DUMPS.glob("*.txt")))
+@needs_ge_dumps
 def test_ge_dumps(name):
     # The five dumps are inference or pre-fusion graphs: no collectives, no control flow, no
     # atomic attributes, no constant or user input returned by the root — nothing to isolate.
@@ -76,6 +77,7 @@ def test_ge_dumps(name):
     assert_fixpoint(model)
 
 
+@needs_ge_dumps
 def test_dumps_are_all_here():
     assert len(list(DUMPS.glob("*.txt"))) == 5
 

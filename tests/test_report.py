@@ -313,7 +313,7 @@ def test_run_summary_table(capsys, default_pack):
     from engine.report.text import summary_text
     text = summary_text(ctx, "RW-04.yaml")
     lines = text.splitlines()
-    assert lines[0] == "memconflict: RW-04.yaml with pack ge " + pack.version
+    assert lines[0] == "memconflict: RW-04.yaml with pack ge " + pack.version + " (rules/ge)"
     assert lines[1].split() == ["#", "pass", "status", "inserted", "removed", "time"]
     assert lines[3].split()[:5] == ["1", "mem_rw_conflict", "ok", "2", "0"]
     assert "  2 node(s) inserted (Identity 2), 0 removed, 0 diagnostic(s)" in lines

@@ -44,6 +44,14 @@ def note_graph(path, model=None) -> None:
         CURRENT_GRAPH["nodes"] = model.node_count()
 
 
+def pack_dir(value, option: str = "--rules"):
+    """The pack folder a command uses: `value` (its --rules or PACK argument), else
+    $MEMCONFLICT_RULES, else the nearest pyproject.toml/memconflict.toml's
+    [tool.memconflict] rules, else the installed pack (engine/core/resources.py)."""
+    from engine.core.resources import find_pack
+    return find_pack(value, option)[0]
+
+
 def run_graph(args, progress):
     """Load the pack and the graph, run the passes; returns (ctx, graph stats before)."""
     from engine.passes.context import RunContext
@@ -51,7 +59,7 @@ def run_graph(args, progress):
     from engine.report.model import graph_stats
     from engine.passes.manager import check_graph, resolve_passes, run_passes
 
-    pack = load_pack(args.rules)
+    pack = load_pack(pack_dir(args.rules))
     options = parse_options(args.option)
     ids = None
     if args.passes is not None:

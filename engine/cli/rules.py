@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from engine.core.errors import display_path
-from engine.cli.common import _Parser, parse_options
+from engine.cli.common import _Parser, pack_dir, parse_options
 
 
 def add_commands(sub) -> None:
@@ -14,6 +14,10 @@ def add_commands(sub) -> None:
     rs = rsub.add_parser("show", help="print a pack's tables")
     rs.add_argument("pack", nargs="?")
     rs.set_defaults(func=cmd_rules_show)
+    ri = rsub.add_parser("init", help="write a new overlay pack on the pack discovery picks, ready to edit")
+    ri.add_argument("dir", metavar="DIR", help="new pack folder (must not exist, or be empty)")
+    ri.add_argument("--rules", metavar="DIR", help="the base pack (default: the one discovery picks)")
+    ri.set_defaults(func=cmd_rules_init)
     rf = rsub.add_parser("functions", help="list the DSL functions: signature, effects, doc (and the pack's own)")
     rf.add_argument("pack", nargs="?")
     rf.set_defaults(func=cmd_rules_functions)
@@ -26,30 +30,82 @@ def add_commands(sub) -> None:
 
 def cmd_rules_check(args) -> int:
     from engine.passes.catalog import load_pack
-    pack = load_pack(args.pack)
+    pack = load_pack(pack_dir(args.pack, "PACK"))
     print(f"{display_path(pack.path)}: pack {pack.name} {pack.version} is valid "
           f"({len(pack.classes)} op classes, {len(pack.ops)} ops, {len(pack.passes)} passes, "
           f"{len(pack.rule_ids)} rules)")
     return 0
 
 
+INIT_OVERLAY = """\
+# Changes to the base pack, applied in order (README "Pack overlays"). Uncomment and edit:
+# each operation names a path in the base (`memconflict rules show` prints them).
+overlay: []
+#  - add: rw_conflict.input_rules              # a new rule, placed before an existing one
+#    before: rw/in/read
+#    items:
+#      - id: rw/in/my-inplace-op
+#        when: node.type == "MyInplaceOp"
+#        value: ScopeWriteable
+#  - replace: rw_conflict.matrix[ReadOnly][Writeable]    # an entry, a cell, a field
+#    value: insert_identity
+#  - remove: pipeline[inplace_support_check].gate        # a key, a rule, a step, a table entry
+"""
+
+
+def cmd_rules_init(args) -> int:
+    """Write DIR/pack.yaml (base: the discovered pack, relative when possible) and DIR/changes.yaml."""
+    import os
+    from pathlib import Path
+
+    from engine.core.dumpio import write_atomic
+    from engine.core.errors import InputError, Loc, Problem
+    from engine.passes.catalog import load_pack
+    target = Path(args.dir)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise InputError(Problem(Loc(display_path(target)), "already exists and is not an empty folder",
+                                 "name a new folder; `rules init` never overwrites a pack"))
+    base = load_pack(pack_dir(args.rules))          # the base must itself load
+    base_abs = Path(base.path).resolve()
+    target.mkdir(parents=True, exist_ok=True)
+    try:
+        base_ref = Path(os.path.relpath(base_abs, target.resolve())).as_posix()
+    except ValueError:                               # another drive: no relative path
+        base_ref = base_abs.as_posix()
+    name = target.resolve().name
+    manifest = (f"# An overlay on {base.name} {base.version}: only the changes live here (README \"Pack overlays\").\n"
+                f"# Run it with `memconflict run GRAPH --rules {display_path(target)}`, check it with\n"
+                f"# `memconflict rules check {display_path(target)}`.\n"
+                f"name: {name}\n"
+                f'version: "0.1.0"\n'
+                f"schema_version: {base.schema_version}\n"
+                f"description: changes to {base.name} {base.version}\n"
+                f"base: {base_ref}\n"
+                f"include: [changes.yaml]\n")
+    write_atomic(target / "pack.yaml", manifest.encode())
+    write_atomic(target / "changes.yaml", INIT_OVERLAY.encode())
+    print(f"{display_path(target)}: new pack {name} on {base.name} {base.version} ({base_ref}); "
+          f"edit {display_path(target / 'changes.yaml')}")
+    return 0
+
+
 def cmd_rules_show(args) -> int:
     from engine.passes.catalog import load_pack
     from engine.report.show import show_pack
-    print(show_pack(load_pack(args.pack)))
+    print(show_pack(load_pack(pack_dir(args.pack, "PACK"))))
     return 0
 
 
 def cmd_pipeline(args) -> int:
     from engine.passes.catalog import load_pack
     from engine.report.show import show_pipeline
-    print(show_pipeline(load_pack(args.pack), parse_options(args.option)))
+    print(show_pipeline(load_pack(pack_dir(args.pack, "PACK")), parse_options(args.option)))
     return 0
 
 
 def cmd_rules_functions(args) -> int:
     from engine.passes.catalog import load_pack
-    print(render_functions(load_pack(args.pack)))
+    print(render_functions(load_pack(pack_dir(args.pack, "PACK"))))
     return 0
 
 

@@ -6,7 +6,10 @@ from pathlib import Path
 
 from engine.core.errors import InputError, Loc, PassFailure, Problem, display_path
 from engine.core.io import YAML_SUFFIXES, load_graph
-from engine.cli.common import note_graph, run_graph
+from engine.cli.common import note_graph, pack_dir, run_graph
+
+RULES_HELP = ("rule pack folder (default: $MEMCONFLICT_RULES, else [tool.memconflict] rules in the nearest "
+              "pyproject.toml/memconflict.toml, else the installed GE pack)")
 
 
 def add_commands(sub) -> None:
@@ -14,7 +17,7 @@ def add_commands(sub) -> None:
     r.add_argument("graph", help="GE dump (.txt/.pbtxt text, .pb binary) or YAML graph")
     r.add_argument("--passes", help="comma-separated pass ids, run in this order (default: the pack's pipeline)")
     r.add_argument("--option", action="append", metavar="KEY=VALUE", help="GE option (repeatable)")
-    r.add_argument("--rules", metavar="DIR", help="rule pack folder (default: the shipped GE pack)")
+    r.add_argument("--rules", metavar="DIR", help=RULES_HELP)
     r.add_argument("--out", metavar="OUT.pbtxt", help="write the graph after the passes")
     r.add_argument("--report-json", metavar="R.json")
     r.add_argument("--report-html", metavar="R.html")
@@ -29,20 +32,20 @@ def add_commands(sub) -> None:
     e.add_argument("node", help="name of an inserted node")
     e.add_argument("--passes", help="comma-separated pass ids, run in this order (default: the pack's pipeline)")
     e.add_argument("--option", action="append", metavar="KEY=VALUE", help="GE option (repeatable)")
-    e.add_argument("--rules", metavar="DIR", help="rule pack folder (default: the shipped GE pack)")
+    e.add_argument("--rules", metavar="DIR", help=RULES_HELP)
     e.set_defaults(func=cmd_explain)
 
     c = sub.add_parser("convert", help="convert between GE dumps (text/binary) and the YAML graph form")
     c.add_argument("input")
     c.add_argument("output")
-    c.add_argument("--rules", metavar="DIR")
+    c.add_argument("--rules", metavar="DIR", help=RULES_HELP)
     c.set_defaults(func=cmd_convert)
 
     sy = sub.add_parser("symbols", help="print the memory symbols (GE GetRefMapping) of a graph")
     sy.add_argument("graph")
     sy.add_argument("--graph", dest="graph_name", metavar="NAME", help="a subgraph to start from (default: root)")
     sy.add_argument("--json", action="store_true")
-    sy.add_argument("--rules", metavar="DIR")
+    sy.add_argument("--rules", metavar="DIR", help=RULES_HELP)
     sy.set_defaults(func=cmd_symbols)
 
 
@@ -139,7 +142,7 @@ def cmd_convert(args) -> int:
 
     files = Outputs()
     files.claim("OUT", args.output)
-    pack = load_pack(args.rules)
+    pack = load_pack(pack_dir(args.rules))
     note_graph(args.input)
     model, _ = load_graph(args.input, pack)
     note_graph(args.input, model)
@@ -164,7 +167,7 @@ def cmd_symbols(args) -> int:
     from engine.passes.catalog import load_pack
     from engine.passes.symbols import symbol_builder
 
-    pack = load_pack(args.rules)
+    pack = load_pack(pack_dir(args.rules))
     model, options = load_graph(args.graph, pack)
     ctx = RunContext(pack, model, options)
     graph = model.graphs.get(args.graph_name) if args.graph_name else model.root

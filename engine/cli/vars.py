@@ -13,11 +13,11 @@ partial output is left behind.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from engine.cli.common import note_graph
 from engine.cli.outputs import Outputs
 from engine.core.errors import InputError, Loc, PassFailure, Problem, display_path
+from engine.core.resources import default_pack_dir
 from engine.varmgr.desc import TensorDesc
 from engine.varmgr.manager import VarManager, VarManagerPool
 from engine.varmgr.physical import check_init_value
@@ -57,10 +57,12 @@ def add_commands(subparsers) -> None:
 
 
 def _policy(rules: str | None) -> VarPolicy:
-    if not rules:
+    from engine.cli.common import pack_dir
+    found = pack_dir(rules)
+    if found.resolve() == default_pack_dir().resolve():
         return default_policy()
     # an overlay pack (`base:`) without its own variables.yaml uses its base's
-    folder = next((p for p in base_chain(Path(rules)) if (p / "variables.yaml").is_file()), Path(rules))
+    folder = next((p for p in base_chain(found) if (p / "variables.yaml").is_file()), found)
     return load_policy(folder / "variables.yaml")
 
 

@@ -15,7 +15,7 @@ import json
 from collections import Counter
 
 from engine import __version__
-from engine.core.errors import Cite
+from engine.core.errors import Cite, display_path
 from engine.passes.context import RunContext, reason_cites
 from engine.report.explain import Evidence, RuleTexts, explain, show, step
 from engine.report.neighbourhood import capture, record_only
@@ -132,7 +132,8 @@ def build_report(ctx: RunContext, input_file: str, before: dict) -> dict:
         "memconflict": __version__,
         "report_schema": REPORT_SCHEMA,
         "input": input_file,
-        "pack": {"name": ctx.pack.name, "version": ctx.pack.version, "schema_version": ctx.pack.schema_version},
+        "pack": {"name": ctx.pack.name, "version": ctx.pack.version, "schema_version": ctx.pack.schema_version,
+                 "path": display_path(ctx.pack.path)},
         "options": dict(sorted(ctx.options.items())),
         "passes": [{"id": r.pass_id, "status": r.status, "inserted": r.inserted, "removed": r.removed,
                     **({"message": r.message} if r.message else {})} for r in ctx.pass_runs],
@@ -178,7 +179,7 @@ def default_sections(report: dict) -> list[dict]:
         {"id": "run", "title": "Run", "kind": "facts", "data": {"rows": [
             ["input", report["input"]],
             ["rule pack", f"{report['pack']['name']} {report['pack']['version']} "
-                          f"(schema {report['pack']['schema_version']})"],
+                          f"(schema {report['pack']['schema_version']}) in {report['pack']['path']}"],
             ["options", ", ".join(f"{k}={v}" for k, v in report["options"].items()) or "none"],
             ["passes", " → ".join(p["id"] for p in report["passes"]) or "none"],
             ["memconflict", report["memconflict"]],

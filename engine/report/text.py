@@ -9,6 +9,7 @@ import threading
 import time
 from collections import Counter
 
+from engine.core.errors import display_path
 from engine.passes.context import RunContext
 
 
@@ -21,7 +22,7 @@ def summary_text(ctx: RunContext, input_file: str) -> str:
                      str(sum(r.removed for r in ctx.pass_runs)), f"{sum(r.seconds for r in ctx.pass_runs):.3f}s"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     left = (1, 2)
-    lines = [f"memconflict: {input_file} with pack {ctx.pack.name} {ctx.pack.version}"]
+    lines = [f"memconflict: {input_file} with pack {ctx.pack.name} {ctx.pack.version} ({display_path(ctx.pack.path)})"]
     for k, r in enumerate(rows):
         if k == len(rows) - 1 and len(ctx.pass_runs) > 1 or k == 1:
             lines.append("  " + "  ".join("-" * w for w in widths))

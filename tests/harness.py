@@ -335,3 +335,17 @@ def line_of(path, needle: str) -> int:
         if needle in line:
             return i
     raise AssertionError(needle)
+
+
+# A Const feeding the README's example collective (HcomAllToAllInplace), for rule-edit tests
+A2A = """\
+graphs:
+  root:
+    nodes:
+      c: {type: Const, outputs: 1}
+      a2a: {type: HcomAllToAllInplace, inputs: 1, outputs: 1}
+      out: {type: NetOutput, inputs: 1, outputs: 0}
+    edges:
+      - c -> a2a
+      - a2a:0 -> out:0
+"""

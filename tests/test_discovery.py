@@ -8,22 +8,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from harness import A2A
 
 from engine.cli import main
 from engine.core.resources import ENV_RULES, default_pack_dir
 
 ROOT = Path(__file__).resolve().parents[1]
-A2A = """\
-graphs:
-  root:
-    nodes:
-      c: {type: Const, outputs: 1}
-      a2a: {type: HcomAllToAllInplace, inputs: 1, outputs: 1}
-      out: {type: NetOutput, inputs: 1, outputs: 0}
-    edges:
-      - c -> a2a
-      - a2a:0 -> out:0
-"""
 # the README's "teach the pack a new collective" edit, as it is written into rules/ge/rw.yaml
 README_RULE = ("    - id: rw/in/alltoall-inplace\n"
                "      when: node.type == \"HcomAllToAllInplace\"\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import errors_of, line_of
+from harness import A2A, errors_of, line_of
 
 from engine.cli import main
 from engine.core.errors import Collector
@@ -22,17 +22,6 @@ from test_diff_util import diff
 ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = 'name: ov\nversion: "0.1.0"\nschema_version: 1\nbase: {base}\ninclude: [{files}]\n'
 
-A2A = """\
-graphs:
-  root:
-    nodes:
-      c: {type: Const, outputs: 1}
-      a2a: {type: HcomAllToAllInplace, inputs: 1, outputs: 1}
-      out: {type: NetOutput, inputs: 1, outputs: 0}
-    edges:
-      - c -> a2a
-      - a2a:0 -> out:0
-"""
 
 
 def overlay(root: Path, files: dict[str, str], base: str = "../pack", name: str = "ov") -> Path:

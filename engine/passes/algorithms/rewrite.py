@@ -253,14 +253,7 @@ def _check(rs: RuleSet, pack: Pack, errors: Collector) -> None:
     if rs.gate is not None:
         comp.check(rs.gate, ("graph",), "bool", "a rule set's `gate`", params=("graph",))
         exprs.append(rs.gate)
-    bound: dict = {"graph": "Graph", "node": "none", "anchor": "none"}
-    params = BASE_VARS
-    for a in rs.once:
-        t = comp.check(a.expr, bound, edits=True, params=params)
-        exprs.append(a.expr)
-        if a.bind:
-            bound[a.bind] = t
-            params += (a.bind,)
+    _check_actions(comp, rs.once, {"graph": "Graph", "node": "none", "anchor": "none"}, BASE_VARS, exprs)
     for step in rs.steps:
         comp.check(step.match, {"node": "Node", "anchor": "none"}, "bool", "a step's `match`",
                    params=("graph", "node"))
@@ -275,14 +268,7 @@ def _check(rs: RuleSet, pack: Pack, errors: Collector) -> None:
             comp.check(rule.when, names, "bool", "a rule's `when`", params=params)
             for _, e in rule.reason:
                 comp.check(e, names, params=params)
-            bound = dict(names)
-            do_params = params
-            for a in rule.do:
-                t = comp.check(a.expr, bound, edits=True, params=do_params)
-                exprs.append(a.expr)
-                if a.bind:
-                    bound[a.bind] = t
-                    do_params += (a.bind,)
+            _check_actions(comp, rule.do, dict(names), params, exprs)
     exprs += [f.body for f in rs.functions.values()]
     for e in exprs:
         for sub in walk(e):
@@ -389,6 +375,17 @@ class _Compiled:
                 if rule.stop:
                     return
                 break
+
+
+def _check_actions(comp: Compiler, actions, bound: dict, params: tuple[str, ...], exprs: list) -> None:
+    """Check an action list as `_compile_actions` builds it: each `bind` names its result
+    (typed) for the actions after it."""
+    for a in actions:
+        t = comp.check(a.expr, bound, edits=True, params=params)
+        exprs.append(a.expr)
+        if a.bind:
+            bound[a.bind] = t
+            params += (a.bind,)
 
 
 def _compile_actions(comp: Compiler, actions, params: tuple[str, ...]) -> list:

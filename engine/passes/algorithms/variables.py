@@ -13,20 +13,11 @@ from engine.core.errors import Cite, Collector, Loc, did_you_mean
 from engine.core.graph import Graph
 from engine.pack.model import Pack
 from engine.core.schema import Reader
+from engine.varmgr.passes import POLICY_ENTRIES
 
 
 ALGORITHM = "variable_pass"
 
-# Note [variable citations]: the variable passes' rules are GE's code, not pack rules;
-# each follows one entry of the policy, which is what a card quotes for it.
-POLICY_ENTRIES = {
-    "var/ref-after-writer": ("op_types", "var_like"),
-    "var/identity-before-merge": ("op_types", "merge"),
-    "var/ref-identity-for-ref-input": ("op_types", "ref_identity"),
-    "var/is-initialized-to-const": ("op_types", "var_is_initialized"),
-    "var/ref-into-writer-desc": ("op_types", "variable"),
-    "var/format-fusion": ("format_fusion",),
-}
 
 
 @dataclass(frozen=True)

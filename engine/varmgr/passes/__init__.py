@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from engine.varmgr.passes import is_initialized, prepare, ref_delete, variable_op
 from engine.varmgr.passes.is_initialized import run_var_is_initialized
 from engine.varmgr.passes.prepare import run_variable_prepare
 from engine.varmgr.passes.ref_delete import run_variable_ref_delete
@@ -33,3 +34,16 @@ PASS_IDS = tuple(PASSES)
 def run_variable_pass(name: str, session, model, graph) -> list[Change]:
     """Run the variable pass `name` (a key of PASSES) on `graph`."""
     return PASSES[name](session, model, graph)
+
+
+# Note [variable citations]: the variable passes' rules are GE's code, not pack rules;
+# each follows one entry of the policy (a key path into variables.yaml), which is what a
+# report card quotes for it.
+POLICY_ENTRIES: dict[str, tuple[str, ...]] = {
+    prepare.RULE_REF: ("op_types", "var_like"),
+    prepare.RULE_IDENTITY: ("op_types", "merge"),
+    prepare.RULE_REF_IDENTITY: ("op_types", "ref_identity"),
+    is_initialized.RULE: ("op_types", "var_is_initialized"),
+    ref_delete.RULE: ("op_types", "variable"),
+    variable_op.RULE: ("format_fusion",),
+}

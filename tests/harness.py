@@ -50,6 +50,7 @@ from engine.proto import ge_ir_pb2 as pb
 from engine.passes.catalog import load_pack
 from engine.core.attrs import attr_value
 from engine.passes.manager import check_graph, resolve_passes, run_passes
+from engine.pack.options import run_options
 from engine.core.yamlgraph import load_yaml_graph
 from engine.core.yamlloc import load_yaml
 
@@ -163,8 +164,8 @@ def run_case(path: Path, pack=None, passes=None, extra_options=None):
 
 def run_fixture(path: Path, pack=None, passes=None, extra_options=None) -> CaseRun:
     pack = pack or shared_pack()
-    model, options = load_yaml_graph(path, pack)
-    options.update(extra_options or {})
+    model, file_options = load_yaml_graph(path, pack)
+    options = run_options(pack.options, extra_options or {}, file_options)
     expect = load_yaml(path).get("expect")
     check_expect_keys(path, expect)
     for ref, fields in (expect.get("given_desc") or {}).items():

@@ -58,6 +58,7 @@ def run_graph(args, progress):
     from engine.passes.catalog import load_pack
     from engine.report.model import graph_stats
     from engine.passes.manager import check_graph, resolve_passes, run_passes
+    from engine.pack.options import run_options
 
     pack = load_pack(pack_dir(args.rules))
     options = parse_options(args.option)
@@ -73,9 +74,9 @@ def run_graph(args, progress):
     # Note [gc]: the model is long-lived; freezing it keeps the cyclic GC from
     # rescanning 10^5-10^6 objects on every collection (superlinear otherwise).
     gc.freeze()
-    file_options.update(options)
-    passes = resolve_passes(pack, ids, file_options)
-    ctx = RunContext(pack, model, file_options)
+    options = run_options(pack.options, options, file_options)
+    passes = resolve_passes(pack, ids, options)
+    ctx = RunContext(pack, model, options)
     check_graph(ctx)
     before = graph_stats(model)
     for k, spec in enumerate(passes, 1):   # one at a time, for the progress line

@@ -81,6 +81,9 @@ def compute(old, new, graph_args, options: dict, passes, jobs: int, quiet: bool 
     from engine.diff.packdiff import PackSide, diff_packs
     from engine.diff.render import build_document
 
+    from engine.pack.options import resolve_options
+    if old.pack.options and new.pack.options:      # a key either pack declares, typed as the new one says
+        resolve_options({**old.pack.options, **new.pack.options}, options)
     sides = PackSide(old), PackSide(new)
     diff = diff_packs(old, new, sides)
     impact = linker = None

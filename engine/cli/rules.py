@@ -99,7 +99,9 @@ def cmd_rules_show(args) -> int:
 def cmd_pipeline(args) -> int:
     from engine.passes.catalog import load_pack
     from engine.report.show import show_pipeline
-    print(show_pipeline(load_pack(pack_dir(args.pack, "PACK")), parse_options(args.option)))
+    from engine.pack.options import resolve_options
+    pack = load_pack(pack_dir(args.pack, "PACK"))
+    print(show_pipeline(pack, resolve_options(pack.options, parse_options(args.option))))
     return 0
 
 

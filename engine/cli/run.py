@@ -168,8 +168,9 @@ def cmd_symbols(args) -> int:
     from engine.passes.symbols import symbol_builder
 
     pack = load_pack(pack_dir(args.rules))
-    model, options = load_graph(args.graph, pack)
-    ctx = RunContext(pack, model, options)
+    from engine.pack.options import run_options
+    model, file_options = load_graph(args.graph, pack)
+    ctx = RunContext(pack, model, run_options(pack.options, {}, file_options))
     graph = model.graphs.get(args.graph_name) if args.graph_name else model.root
     if graph is None:
         from engine.core.errors import did_you_mean

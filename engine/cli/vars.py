@@ -66,16 +66,22 @@ def _policy(rules: str | None) -> VarPolicy:
     return load_policy(folder / "variables.yaml")
 
 
-def _options(items) -> dict[str, str]:
-    from engine.cli.common import parse_options
-    return parse_options(items)
+def _options(items, rules=None) -> dict[str, str]:
+    """`--option` values, checked against the options the pack declares (when any are given)."""
+    from engine.cli.common import pack_dir, parse_options
+    given = parse_options(items)
+    if not given:
+        return given
+    from engine.passes.catalog import load_pack
+    from engine.pack.options import resolve_options
+    return resolve_options(load_pack(pack_dir(rules)).options, given)
 
 
 # ---- plan -------------------------------------------------------------------------
 def cmd_plan(args) -> int:
     from engine.core.dumpio import load_model, model_to_text, serialize_model, is_binary_path
     policy = _policy(args.rules)
-    options = _options(args.option)
+    options = _options(args.option, args.rules)
     outs = args.out or []
     if outs and len(outs) != len(args.graphs):
         raise InputError(Problem(Loc("--out"), f"{len(outs)} --out for {len(args.graphs)} graphs",

@@ -110,8 +110,11 @@ def _to_modeldef(doc: Any, file: str, pack: Any, errors: Collector) -> tuple[pb.
     for k in DEFAULT_DESC:
         dflt[k] = dr.get(k, (list, str), dflt[k])
     dr.done()
-    options = {str(k): str(v).lower() if isinstance(v, bool) else str(v)
-               for k, v in (top.get("options", dict, {}) or {}).items()}
+    raw_options = top.get("options", dict, {}) or {}
+    options = YMap({str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in raw_options.items()})
+    options.loc = getattr(raw_options, "loc", top.loc)      # where each value is: the pack checks them
+    options.value_locs = {str(k): loc for k, loc in getattr(raw_options, "value_locs", {}).items()}
+    options.key_locs = {str(k): loc for k, loc in getattr(raw_options, "key_locs", {}).items()}
     top.get("doc", str)
     top.get("expect", dict)          # expectations of test fixtures; not read by the engine
     graphs = top.get("graphs", dict, {}, required=True)

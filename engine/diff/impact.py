@@ -152,9 +152,12 @@ def run_side(pack, graph_file: str, options: dict, passes: list[str] | None) -> 
     from engine.passes.context import RunContext
     from engine.passes.manager import check_graph, resolve_passes, run_passes
 
+    from engine.pack.options import run_options
+
     model, file_options = load_graph(graph_file, pack)
-    opts = dict(file_options)
-    opts.update(options)
+    # each side gets the options its pack declares (cmd_diff checked them against both)
+    opts = run_options(pack.options, {k: v for k, v in options.items() if not pack.options or k in pack.options},
+                       file_options)
     skipped = [p for p in passes or [] if p not in pack.passes]
     specs = resolve_passes(pack, [p for p in passes if p in pack.passes] if passes is not None else None, opts)
     ctx = RunContext(pack, model, opts)

@@ -182,7 +182,7 @@ def _dims(anchor):
 
 
 def _option(ctx, key):
-    return ctx.options.get(key)
+    return ctx.pack.option(ctx.options, key)
 
 
 _DESC_FIELD_TYPES = (("reuse_input", "bool"), ("reuse_input_index", "int"), ("size", "int"), ("data_offset", "int"),
@@ -223,8 +223,8 @@ GRAPH_PRIMITIVES: dict[str, PrimSpec] = register("graph", dict([
           lambda ctx: lambda n: parent_input(n, ctx.pack.attr_key("parent_node_index")), "(Node) -> InAnchor"),
     _spec("engine", (1, 1), "engine(node): kernel lib (attribute OP_KERNEL_LIB, else the op registry)",
           lambda ctx: lambda n: engine_of(ctx, n), "(Node) -> str"),
-    _spec("option", (1, 1), "option(key): a --option value (string) or none", lambda ctx: lambda k: _option(ctx, k),
-          "(str) -> str"),
+    _spec("option", (1, 1), "option(key): the --option value (its canonical text), else the pack's declared default, else none",
+          lambda ctx: lambda k: _option(ctx, k), "(Option) -> str"),
     _spec("input_name", (1, 1), "input_name(in_anchor): its port name or none",
           lambda ctx: lambda a: None if a is None else a.node.input_name(a.idx), "(InAnchor) -> str"),
     _spec("output_name", (1, 1), "output_name(out_anchor): its port name or none",
@@ -238,7 +238,7 @@ GRAPH_PRIMITIVES: dict[str, PrimSpec] = register("graph", dict([
     _spec("first", (1, 1), "first(list): its first element, or none", lambda ctx: lambda l: l[0] if l else None,
           "(list[T]) -> T"),
     _spec("option_true", (1, 1), 'option_true(key): the option is "1" or "true"',
-          lambda ctx: lambda k: str(ctx.options.get(k, "")).lower() in ("1", "true"), "(str) -> bool"),
+          lambda ctx: lambda k: str(_option(ctx, k) or "").lower() in ("1", "true"), "(Option) -> bool"),
     _spec("graph_attr_true", (2, 2), "graph_attr_true(graph, key): bool graph attribute set to true",
           lambda ctx: _graph_attr_true, "(Graph, str) -> bool"),
     _spec("root_graph", (0, 0), "root_graph(): the model's root graph", lambda ctx: lambda: ctx.model.root,

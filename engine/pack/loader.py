@@ -18,6 +18,7 @@ from engine.core.errors import Collector, InputError, Loc, Problem, did_you_mean
 from engine.core.schema import Reader, str_list
 from engine.pack.overlay import resolve_pack
 from engine.core.yamlloc import item_span
+from engine.pack.options import load_options
 from engine.pack.model import (CORE_SECTIONS, PASS_SCOPES, SCHEMA_VERSION, FuncDef, OpClass, OpSpec, Pack,
                                PassSpec, Rule, Step, SurgerySpec)
 
@@ -94,6 +95,7 @@ def _load_sections(pack: Pack, raw: dict, errors: Collector, registry: Any) -> N
     ALGORITHMS, SECTIONS = registry.algorithms, registry.sections
 
     _load_attr_keys(pack, raw.get("attr_keys"), errors)
+    pack.options = load_options(raw.get("options"), errors, pack.section_locs.get("options", Loc(str(pack.path))))
     _load_classes(pack, raw.get("op_classes"), errors)
     _load_ops(pack, raw.get("ops"), raw.get("op_defaults"), errors)
     _load_passes(pack, raw, errors, registry.algorithms)

@@ -13,7 +13,7 @@ from engine.dsl.ast import Expr, Signature
 from engine.core.errors import Cite, Loc
 
 SCHEMA_VERSION = 1
-CORE_SECTIONS = ("op_classes", "ops", "op_defaults", "stages", "passes", "pipeline", "surgery", "attr_keys")
+CORE_SECTIONS = ("op_classes", "ops", "op_defaults", "stages", "passes", "pipeline", "surgery", "attr_keys", "options")
 PASS_SCOPES = ("graph", "root")
 
 
@@ -104,6 +104,7 @@ class Pack:
     attr_keys: dict[str, str] = field(default_factory=dict)    # name → GE attribute key (`attr_keys:`)
     algorithms: dict[str, Any] = field(default_factory=dict)   # the registry's plus the families' the pack declares
     attr_key_locs: dict[str, Loc] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)      # name → OptionSpec (`options:`, engine/pack/options.py)
 
     def class_sets(self) -> dict[str, frozenset]:
         return {name: c.types for name, c in self.classes.items()}
@@ -127,10 +128,21 @@ class Pack:
               functions: dict[str, Any] | None = None, enums: dict[str, Any] | None = None) -> Scope:
         """What a DSL expression of this pack may name: `variables`, the pack's constants
         plus `constants`, its op classes, `functions` (default: placeholders for checking)
-        and `enums`, the section's vocabularies (name → members)."""
+        and `enums`, the section's vocabularies (name → members). A pack that declares
+        `options:` makes `Option` an enum of their names, so `option("ge.typo")` is
+        an error at load (without the section, any string)."""
+        vocab = {"Option": self.options} if self.options else {}
+        vocab.update(enums or {})
         return Scope(variables, {**self.constants(), **(constants or {})}, self.class_sets(),
                      primitives.placeholder_functions(extra) if functions is None else functions,
-                     {k: frozenset(map(str, v)) for k, v in (enums or {}).items()})
+                     {k: frozenset(map(str, v)) for k, v in vocab.items()})
+
+    def option(self, given: dict[str, str], key: str) -> str | None:
+        """An option's value for a run: given, else the declared default, else none."""
+        if key in given:
+            return given[key]
+        spec = self.options.get(key)
+        return None if spec is None else spec.default
 
 
 def attr_key_constant(name: str) -> str:

@@ -102,7 +102,10 @@ class Evidence:
             d = anchor.desc
             return [f"tensor attr {key}", show(attr_value(d.attr[key]) if d is not None and key in d.attr else None)]
         if e.fn in ("option", "option_true"):
-            return [f"option {key}", show(self.ctx.options.get(key, "unset"))]
+            if key in self.ctx.options:
+                return [f"option {key}", show(self.ctx.options[key])]
+            value = self.ctx.pack.option({}, key)
+            return [f"option {key}", "unset" if value is None else f"{show(value)} (default)"]
         return None
 
 

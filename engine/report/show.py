@@ -92,4 +92,20 @@ def show_pipeline(pack: Pack, options: dict[str, str]) -> str:
         on = step.gate is None or bool(comp.function(step.gate, ())())
         rows.append((str(i), step.stage, spec.id, spec.algorithm, spec.scope,
                      str(step.gate) if step.gate else "always", "yes" if on else "no"))
-    return "\n".join(["pipeline:"] + _table(rows))
+    return "\n".join(["pipeline:"] + _table(rows) + show_options(pack, options))
+
+
+def show_options(pack: Pack, options: dict[str, str]) -> list[str]:
+    """The options the pack declares: type, default, this run's value, what each mirrors."""
+    if not pack.options:
+        return ["", "options: none declared (any --option KEY=VALUE is passed on as a string)"]
+    rows = [("option", "type", "default", "value")]
+    for spec in pack.options.values():
+        rows.append((spec.name, spec.describe_type(), "none" if spec.default is None else spec.default,
+                     options.get(spec.name, "-")))
+    out = ["", "options (--option KEY=VALUE; bools as 1/0, true/false, on/off, yes/no):"] + _table(rows)
+    for spec in pack.options.values():
+        out.append(f"  {spec.name}: {spec.doc or '(no doc)'}")
+        if spec.mirrors:
+            out.append(f"      mirrors {spec.mirrors}")
+    return out

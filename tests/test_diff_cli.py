@@ -71,10 +71,10 @@ def FLIPPED_LINES(repo):
 def test_fail_on_gates(repo, capsys):
     base = ["diff", "HEAD~1:rules/p", "HEAD:rules/p", "--quiet"]
     assert run(base + ["--fail-on", "impact", "--fail-on", "added-isolation"], capsys)[0] == 0   # no graphs
-    assert run(base + ["--fail-on", "rules"], capsys)[0] == 1
+    assert run(base + ["--fail-on", "rules"], capsys)[0] == 3
     g = base + ["--graphs", "g.yaml", "--passes", "mem_rw_conflict", "--jobs", "1"]
     assert run(g + ["--fail-on", "removed-isolation"], capsys)[0] == 0
-    assert run(g + ["--fail-on", "removed-isolation", "--fail-on", "added-isolation"], capsys)[0] == 1
+    assert run(g + ["--fail-on", "removed-isolation", "--fail-on", "added-isolation"], capsys)[0] == 3
     assert run(["diff", "HEAD:rules/p", "HEAD:rules/p", "--fail-on", "any", "--quiet"], capsys)[0] == 0
 
 

@@ -2,7 +2,7 @@
 
 Exit status (EXIT_STATUSES, also in `--help` and README.md): 0 ran; 1 a pass
 failed where GE returns a failure; 2 unusable input or arguments (output paths
-included, checked before any work); 3 `run --fail-on` findings; 4 internal
+included, checked before any work); 3 gated `--fail-on` findings; 4 internal
 error (traceback saved to a file); 130 interrupted. Outputs are written only
 after every step succeeded, all together (engine/cli/outputs.py), so no partial
 file is left behind.
@@ -21,10 +21,10 @@ from engine.cli.outputs import OutputError
 EXIT_STATUSES = """\
 exit status:
   0    ran (warnings included)
-  1    a pass failed where GE fails (the message names the node); diff: a --fail-on gate holds
+  1    a pass failed where GE fails (the message names the node)
   2    unusable input or arguments, an output path that cannot be written, or a failed write
        (no output is changed)
-  3    run --fail-on CODE|insertions|warnings: the run has such findings (outputs still written)
+  3    gated findings: run --fail-on CODE|insertions|warnings, diff --fail-on KIND (outputs still written)
   4    internal error or out of memory (the traceback is saved to a file in the temp folder)
   130  interrupted (Ctrl-C); no output file is left behind
 """

@@ -1,8 +1,8 @@
 """`memconflict diff OLD NEW [--graphs PATH...] [--passes IDS] [--option K=V]...
 [--json F] [--html F] [--fail-on KIND]... [--jobs N] [--quiet]`.
 
-Exit status: 0 done; 1 a `--fail-on` condition holds (for CI gates on rule
-changes); 2 unusable input (not a pack, unknown revision, unreadable graph).
+Exit status: 0 done; 3 a `--fail-on` condition holds (for CI gates on rule
+changes), the status `run --fail-on` gives too; 2 unusable input (not a pack, unknown revision, unreadable graph).
 """
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def cmd_diff(args) -> int:
     if not args.quiet:
         from engine.diff.render import text_summary
         print(text_summary(doc), file=files.text_stream())
-    return 1 if any(doc["gates"].get(k) for k in args.fail_on or ()) else 0
+    return 3 if any(doc["gates"].get(k) for k in args.fail_on or ()) else 0
 
 
 def compute(old, new, graph_args, options: dict, passes, jobs: int, quiet: bool = True) -> dict:

@@ -16,6 +16,9 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    # the tests neither read nor fill the user's compiled-pack cache (engine/pack/cache.py);
+    # tests/test_pack_cache.py turns it on in a folder of its own
+    os.environ["MEMCONFLICT_CACHE"] = "off"
     _share_pack_loads()
 
 

@@ -12,11 +12,20 @@ from __future__ import annotations
 import argparse
 import sys
 
+import importlib
+
 from engine import __version__
 from engine.core.errors import InputError, PassFailure
-from engine.cli import diff, rules, run, vars
 from engine.cli.common import CURRENT_GRAPH, _Parser
 from engine.cli.outputs import OutputError
+
+# Note [lazy command modules]: each command group's module (and what it imports: the
+# variable manager, the differ, ...) is imported only when its command is run; `--help`,
+# a missing or an unknown command build the whole parser. tests/test_cli_start.py checks
+# that this table names every command the modules define.
+COMMAND_MODULES = {"run": "run", "explain": "run", "convert": "run", "symbols": "run",
+                   "rules": "rules", "pipeline": "rules", "vars": "vars", "diff": "diff"}
+MODULE_ORDER = ("run", "rules", "vars", "diff")
 
 EXIT_STATUSES = """\
 exit status:
@@ -50,20 +59,28 @@ def version_text() -> str:
     return f"memconflict {__version__}\ndefault pack: {pack.name} {pack.version}"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(modules=MODULE_ORDER) -> argparse.ArgumentParser:
     p = _Parser(prog="memconflict", description="Find and fix memory conflicts in GE graphs, by rule packs.",
                 epilog=EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    run.add_commands(sub)
-    rules.add_commands(sub)
-    vars.add_commands(sub)
-    diff.add_command(sub)
+    for name in modules:
+        importlib.import_module(f"engine.cli.{name}").add_commands(sub)
     return p
 
 
+def _modules_for(argv: list[str]) -> tuple[str, ...]:
+    """The command module the arguments need (all of them when unsure)."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first is None or any(a in ("-h", "--help", "--version") for a in argv[:argv.index(first)]):
+        return MODULE_ORDER
+    module = COMMAND_MODULES.get(first)
+    return (module,) if module is not None else MODULE_ORDER
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_modules_for(argv))
     try:
         args = parser.parse_args(argv)
     except _VersionShown:

@@ -15,7 +15,7 @@ from engine.diff.render import GATES
 VAR_ALGORITHM = "variable_pass"     # its run-wide session is what a variable plan is read from
 
 
-def add_command(sub) -> None:
+def add_commands(sub) -> None:
     d = sub.add_parser("diff", help="semantic diff of two rule packs, and what it changes on graphs")
     d.add_argument("old", help="pack folder, or REV:path in this git repository (e.g. HEAD~1:rules/ge)")
     d.add_argument("new", help="pack folder, or REV:path")

@@ -26,6 +26,34 @@ def grammar_path(name: str) -> Path:
     return data_dir("grammars") / name
 
 
+def user_cache_dir(part: str = "") -> Path | None:
+    """memconflict's folder in the user's cache (None when turned off): `$MEMCONFLICT_CACHE_DIR`,
+    else `$XDG_CACHE_HOME/memconflict`, else `~/.cache/memconflict`; `MEMCONFLICT_CACHE=off`
+    turns every cache off (the compiled-pack cache, engine/pack/cache.py; compiled templates)."""
+    if os.environ.get("MEMCONFLICT_CACHE", "").lower() in ("off", "0", "no", "false"):
+        return None
+    explicit = os.environ.get("MEMCONFLICT_CACHE_DIR")
+    if explicit:
+        base = Path(explicit)
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")) / "memconflict"
+    return base / part if part else base
+
+
+def template_cache(part: str):
+    """A jinja2 bytecode cache in the user cache folder (None when caching is off or the
+    folder cannot be made): compiled templates are reused across runs."""
+    folder = user_cache_dir(part)
+    if folder is None:
+        return None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    from jinja2 import FileSystemBytecodeCache
+    return FileSystemBytecodeCache(str(folder))
+
+
 # ---- which pack a command uses (Note [pack discovery]) ----------------------------
 ENV_RULES = "MEMCONFLICT_RULES"
 CONFIG_FILES = ("pyproject.toml", "memconflict.toml")

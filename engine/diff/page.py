@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from engine.core.resources import template_cache
 
 ROWS = 300          # impact rows per table and graph; the JSON has them all
 SIGN_CLASS = {"+": "add", "-": "del", "~": "chg", " ": "ctx"}
@@ -20,7 +21,8 @@ SIGN_CLASS = {"+": "add", "-": "del", "~": "chg", " ": "ctx"}
 
 def _env() -> Environment:
     return Environment(loader=FileSystemLoader(str(Path(__file__).parent)), autoescape=select_autoescape(["html", "j2"]),
-                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                       bytecode_cache=template_cache("templates"))
 
 
 def _anchors(doc: dict) -> dict[str, str]:

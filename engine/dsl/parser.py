@@ -226,7 +226,29 @@ def _syntax_error(exc: UnexpectedInput, text: str, loc: Loc, what: str) -> Input
     return InputError(Problem(loc.shifted(line - 1, col - 1), f"{what} syntax: unexpected {got}", hint))
 
 
+# Note [parse memo]: parsing is most of a pack's load time (lark builds its LALR tables,
+# then ~400 expressions). `PARSED` maps (kind, text, file, line, col) to a finished parse;
+# the pack loader fills it from, and saves it to, the compiled-pack cache
+# (engine/pack/cache.py), so an unchanged pack is not parsed again. Only successful
+# parses are kept, so errors are always reported afresh.
+PARSED: dict[tuple, object] = {}
+
+
+def _memo_key(kind: str, text: str, loc: Loc) -> tuple:
+    return (kind, text, loc.file, loc.line, loc.col)
+
+
 def parse_expr(text: str, loc: Loc = Loc("<memory>", 1, 1)) -> Expr:
+    key = _memo_key("expr", text, loc)
+    hit = PARSED.get(key)
+    if hit is not None:
+        return hit
+    e = _parse_expr(text, loc)
+    PARSED[key] = e
+    return e
+
+
+def _parse_expr(text: str, loc: Loc) -> Expr:
     try:
         tree = _parser().parse(text, start="start")
     except UnexpectedInput as exc:
@@ -243,8 +265,14 @@ def parse_expr(text: str, loc: Loc = Loc("<memory>", 1, 1)) -> Expr:
 
 
 def parse_signature(text: str, loc: Loc = Loc("<memory>", 1, 1)) -> Signature:
+    key = _memo_key("sig", text, loc)
+    hit = PARSED.get(key)
+    if hit is not None:
+        return hit
     try:
         tree = _parser().parse(text, start="sig_start")
     except UnexpectedInput as exc:
         raise _syntax_error(exc, text, loc, "signature") from None
-    return _Build(loc).transform(tree)
+    sig = _Build(loc).transform(tree)
+    PARSED[key] = sig
+    return sig

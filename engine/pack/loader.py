@@ -18,6 +18,7 @@ from engine.core.errors import Collector, InputError, Loc, Problem, did_you_mean
 from engine.core.schema import Reader, str_list
 from engine.pack.overlay import resolve_pack
 from engine.core.yamlloc import item_span
+from engine.pack import cache
 from engine.pack.options import load_options
 from engine.pack.model import (CORE_SECTIONS, PASS_SCOPES, SCHEMA_VERSION, FuncDef, OpClass, OpSpec, Pack,
                                PassSpec, Rule, Step, SurgerySpec)
@@ -55,6 +56,7 @@ def load_pack(path: str | Path | None, registry: Any) -> Pack:
         errors.error(r.value_loc("schema_version"), f"unsupported schema_version {pack.schema_version}",
                      f"this memconflict reads schema_version {SCHEMA_VERSION}")
     pack.files = res.files
+    cache_key = cache.prime(res.files)      # parsed DSL of an unchanged pack (engine/pack/cache.py)
     raw: dict[str, Any] = {}
     for key, value in res.sections.items():
         raw[key] = value
@@ -71,6 +73,7 @@ def load_pack(path: str | Path | None, registry: Any) -> Pack:
     finally:
         _SOURCES = None
     errors.check()
+    cache.store(cache_key, res.files)
     return pack
 
 

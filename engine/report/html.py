@@ -22,7 +22,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from engine.report.neighbourhood import layout, undo
-from engine.core.resources import data_dir
+from engine.core.resources import data_dir, template_cache
 
 KINDS = ("stats", "facts", "table", "counts", "cards", "rules")
 CARD_KEYS = ("name", "type", "graph", "pass", "rule", "rule_loc", "producer", "consumers", "reason", "attrs",
@@ -31,7 +31,8 @@ CARD_KEYS = ("name", "type", "graph", "pass", "rule", "rule_loc", "producer", "c
 
 def _env() -> Environment:
     return Environment(loader=FileSystemLoader(str(data_dir("reports"))), autoescape=select_autoescape(["html", "j2"]),
-                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                       bytecode_cache=template_cache("templates"))
 
 
 def _asset(name: str) -> str:

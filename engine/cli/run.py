@@ -27,9 +27,12 @@ def add_commands(sub) -> None:
                         "node, or any warning; outputs are still written (repeatable)")
     r.set_defaults(func=cmd_run)
 
-    e = sub.add_parser("explain", help="run the passes and explain why one node was inserted")
-    e.add_argument("graph", help="GE dump (.txt/.pbtxt text, .pb binary) or YAML graph")
-    e.add_argument("node", help="name of an inserted node")
+    e = sub.add_parser("explain", help="explain why one node was inserted (running the passes, or from a saved report)",
+                       usage="memconflict explain GRAPH NODE [options] | memconflict explain --report R.json NODE")
+    e.add_argument("graph", nargs="?", help="GE dump (.txt/.pbtxt text, .pb binary) or YAML graph")
+    e.add_argument("node", nargs="?", help="name of an inserted node")
+    e.add_argument("--report", metavar="R.json",
+                   help="answer from this saved `run --report-json` report instead of running the passes")
     e.add_argument("--passes", help="comma-separated pass ids, run in this order (default: the pack's pipeline)")
     e.add_argument("--option", action="append", metavar="KEY=VALUE", help="GE option (repeatable)")
     e.add_argument("--rules", metavar="DIR", help=RULES_HELP)
@@ -123,6 +126,17 @@ def cmd_explain(args) -> int:
     from engine.report.model import explain_insertion, not_inserted
     from engine.report.text import Progress
 
+    given = [a for a in (args.graph, args.node) if a is not None]
+    if args.report is not None:
+        if len(given) != 1 or args.passes is not None or args.option:
+            raise InputError(Problem(Loc("--report"), "with --report give only the NODE (the report records the run)",
+                                     "memconflict explain --report R.json NODE"))
+        from engine.report.saved import explain_saved, read_report
+        print(explain_saved(read_report(args.report), given[0], args.report))
+        return 0
+    if len(given) != 2:
+        raise InputError(Problem(Loc("explain"), "give the GRAPH and the NODE (or --report R.json NODE)",
+                                 "memconflict explain GRAPH NODE"))
     with Progress(sys.stderr, enabled=True) as progress:
         ctx, _ = run_graph(args, progress)
     found = [i for i in ctx.insertions if i.name == args.node]

@@ -52,15 +52,16 @@ def pack_dir(value, option: str = "--rules"):
     return find_pack(value, option)[0]
 
 
-def run_graph(args, progress):
-    """Load the pack and the graph, run the passes; returns (ctx, graph stats before)."""
+def run_graph(args, progress, pack=None):
+    """Load the pack (unless given) and the graph, run the passes; returns (ctx, graph stats before)."""
     from engine.passes.context import RunContext
     from engine.passes.catalog import load_pack
     from engine.report.model import graph_stats
     from engine.passes.manager import check_graph, resolve_passes, run_passes
     from engine.pack.options import run_options
 
-    pack = load_pack(pack_dir(args.rules))
+    if pack is None:
+        pack = load_pack(pack_dir(args.rules))
     options = parse_options(args.option)
     ids = None
     if args.passes is not None:

@@ -6,7 +6,6 @@ changes), the status `run --fail-on` gives too; 2 unusable input (not a pack, un
 """
 from __future__ import annotations
 
-import os
 import sys
 
 from engine.core.errors import InputError, Loc, Problem
@@ -28,6 +27,8 @@ def add_commands(sub) -> None:
     d.add_argument("--fail-on", action="append", choices=GATES, metavar="KIND",
                    help=f"exit 1 when there are differences of this kind ({', '.join(GATES)}; repeatable)")
     d.add_argument("--jobs", type=int, metavar="N", help="worker processes for --graphs (default: CPU count)")
+    d.add_argument("--scheduler", metavar="ADDR", help="run --graphs on a dask cluster: tcp://HOST:PORT, or 'local' "
+                   "for a LocalCluster of --jobs workers (needs the dask extra; packs and graphs must be readable by the workers)")
     d.add_argument("--quiet", action="store_true", help="print nothing (outputs and exit status only)")
     d.set_defaults(func=cmd_diff)
 
@@ -43,9 +44,8 @@ def cmd_diff(args) -> int:
         passes = [p.strip() for p in args.passes.split(",") if p.strip()]
         if not passes:
             raise InputError(Problem(Loc("--passes"), "no pass ids given", "e.g. --passes mem_rw_conflict"))
-    jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
-    if jobs < 1:
-        raise InputError(Problem(Loc("--jobs"), f"--jobs must be at least 1, not {jobs}", "e.g. --jobs 2"))
+    from engine.core.parallel import check_jobs
+    jobs = check_jobs(args.jobs, args.scheduler)
     files = Outputs()
     files.claim("--json", args.json)
     files.claim("--html", args.html)
@@ -55,7 +55,7 @@ def cmd_diff(args) -> int:
             sources.append(open_source(spec))
         for src in sources:
             load_source(src)
-        doc = compute(sources[0], sources[1], args.graphs, options, passes, jobs, args.quiet)
+        doc = compute(sources[0], sources[1], args.graphs, options, passes, jobs, args.quiet, args.scheduler)
         outputs = []
         if args.json:
             from engine.diff.render import document_json
@@ -73,10 +73,12 @@ def cmd_diff(args) -> int:
     return 3 if any(doc["gates"].get(k) for k in args.fail_on or ()) else 0
 
 
-def compute(old, new, graph_args, options: dict, passes, jobs: int, quiet: bool = True) -> dict:
+def compute(old, new, graph_args, options: dict, passes, jobs: int, quiet: bool = True,
+            scheduler: str | None = None) -> dict:
     """The diff document for two loaded pack sources (and a corpus, if given)."""
     from engine.passes.registry import ALGORITHMS
-    from engine.diff.impact import collect_graphs, preload, run_corpus
+    from engine.core.io import collect_graphs
+    from engine.diff.impact import preload, run_corpus
     from engine.diff.links import Linker, PackIndex
     from engine.diff.packdiff import PackSide, diff_packs
     from engine.diff.render import build_document
@@ -100,7 +102,7 @@ def compute(old, new, graph_args, options: dict, passes, jobs: int, quiet: bool 
         if not quiet:
             sys.stderr.write(f"memconflict diff: running both packs on {len(graphs)} graph(s) "
                              f"with {min(jobs, max(1, len(graphs)))} job(s)\n")
-        impact = run_corpus(graphs, str(old.folder), str(new.folder), options, passes, jobs)
+        impact = run_corpus(graphs, str(old.folder), str(new.folder), options, passes, jobs, scheduler)
         bad = [r for r in impact if "error" in r]
         if bad:
             raise InputError([Problem(Loc(f, line, col), msg, hint) for r in bad for f, line, col, msg, hint in r["error"]])

@@ -13,8 +13,9 @@ RULES_HELP = ("rule pack folder (default: $MEMCONFLICT_RULES, else [tool.memconf
 
 
 def add_commands(sub) -> None:
-    r = sub.add_parser("run", help="run passes on a graph and report every inserted node")
-    r.add_argument("graph", help="GE dump (.txt/.pbtxt text, .pb binary) or YAML graph")
+    r = sub.add_parser("run", help="run passes on a graph (or many) and report every inserted node")
+    r.add_argument("graphs", nargs="+", metavar="GRAPH",
+                   help="GE dump (.txt/.pbtxt text, .pb binary) or YAML graph; several, or folders of them, with --out-dir")
     r.add_argument("--passes", help="comma-separated pass ids, run in this order (default: the pack's pipeline)")
     r.add_argument("--option", action="append", metavar="KEY=VALUE", help="GE option (repeatable)")
     r.add_argument("--rules", metavar="DIR", help=RULES_HELP)
@@ -25,6 +26,12 @@ def add_commands(sub) -> None:
     r.add_argument("--fail-on", action="append", metavar="CODE|insertions|warnings",
                    help="exit 3 when the run has such findings: a diagnostic code (W18888), any inserted "
                         "node, or any warning; outputs are still written (repeatable)")
+    r.add_argument("--out-dir", metavar="DIR", help="for each graph write DIR/STEM.pbtxt (.pb), DIR/STEM.report.json, "
+                   "and DIR/index.json (engine/cli/batch.py)")
+    r.add_argument("--html", action="store_true", help="with --out-dir: also DIR/STEM.report.html")
+    r.add_argument("--jobs", type=int, metavar="N", help="graphs run in N worker processes (default 1)")
+    r.add_argument("--scheduler", metavar="ADDR", help="run the graphs on a dask cluster: tcp://HOST:PORT, or 'local' "
+                   "for a LocalCluster of --jobs workers (needs the dask extra)")
     r.set_defaults(func=cmd_run)
 
     e = sub.add_parser("explain", help="explain why one node was inserted (running the passes, or from a saved report)",
@@ -53,6 +60,13 @@ def add_commands(sub) -> None:
 
 
 def cmd_run(args) -> int:
+    if len(args.graphs) > 1 or args.out_dir is not None or args.jobs is not None or args.scheduler is not None \
+            or Path(args.graphs[0]).is_dir():
+        from engine.cli.batch import cmd_run_many
+        return cmd_run_many(args)
+    if args.html:
+        raise InputError(Problem(Loc("--html"), "--html writes into --out-dir", "add --out-dir DIR, or give --report-html FILE"))
+    args.graph = args.graphs[0]
     from engine.core.dumpio import model_to_text, serialize_model, is_binary_path
     from engine.cli.outputs import Outputs
     from engine.report.model import build_report, report_json

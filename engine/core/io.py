@@ -3,7 +3,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engine.core.errors import InputError, Loc, Problem
+
 YAML_SUFFIXES = {".yaml", ".yml"}
+GRAPH_SUFFIXES = (".txt", ".pbtxt", ".pb", ".yaml", ".yml")
+
+
+def collect_graphs(paths: list[str], what: str = "--graphs") -> list[str]:
+    """Files as given; folders searched recursively (sorted) for GE dumps and YAML graphs;
+    each file once, in that order."""
+    out: list[str] = []
+    problems = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            out += [str(f) for f in sorted(path.rglob("*")) if f.is_file() and f.suffix.lower() in GRAPH_SUFFIXES]
+        elif path.is_file():
+            out.append(str(path))
+        else:
+            problems.append(Problem(Loc(p), f"no such graph file or folder '{p}'", f"check the {what} path"))
+    if problems:
+        raise InputError(problems)
+    return list(dict.fromkeys(out))
 
 
 def load_graph(path: str, pack=None):

@@ -14,34 +14,15 @@ the input order, so the result does not depend on `--jobs`.
 from __future__ import annotations
 
 import gc
-import multiprocessing as mp
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 from typing import Any
 
-from engine.core.errors import Cite, InputError, Loc, PassFailure, Problem, display_path
+from engine.core.errors import Cite, InputError, PassFailure, display_path
+from engine.core.parallel import map_ordered
+
 from engine.diff.links import raw_refs
 
-GRAPH_SUFFIXES = (".txt", ".pbtxt", ".pb", ".yaml", ".yml")
 _PACKS: dict[str, Any] = {}       # per process: pack folder → loaded pack
-
-
-def collect_graphs(paths: list[str]) -> list[str]:
-    """Files as given; folders searched recursively (sorted) for GE dumps and YAML graphs."""
-    out: list[str] = []
-    problems = []
-    for p in paths:
-        path = Path(p)
-        if path.is_dir():
-            out += [str(f) for f in sorted(path.rglob("*")) if f.is_file() and f.suffix.lower() in GRAPH_SUFFIXES]
-        elif path.is_file():
-            out.append(str(path))
-        else:
-            problems.append(Problem(Loc(p), f"no such graph file or folder '{p}'", "check the --graphs path"))
-    if problems:
-        raise InputError(problems)
-    return list(dict.fromkeys(out))
 
 
 def _pack(folder: str):
@@ -286,13 +267,14 @@ def impact_of(graph_file: str, old_dir: str, new_dir: str, options: dict, passes
     return out
 
 
+def _impact_task(task: tuple) -> dict:
+    return impact_of(*task)
+
+
 def run_corpus(graphs: list[str], old_dir: str, new_dir: str, options: dict, passes: list[str] | None,
-               jobs: int) -> list[dict]:
-    args = (str(old_dir), str(new_dir), dict(options), passes)
-    if jobs <= 1 or len(graphs) <= 1:
-        return [impact_of(g, *args) for g in graphs]
-    methods = mp.get_all_start_methods()
-    ctx = mp.get_context("fork" if "fork" in methods else "spawn")
-    n = len(graphs)
-    with ProcessPoolExecutor(max_workers=min(jobs, n), mp_context=ctx) as ex:
-        return list(ex.map(impact_of, graphs, *([x] * n for x in args)))
+               jobs: int, scheduler: str | None = None) -> list[dict]:
+    """Both packs on every graph, in input order: here, in `jobs` local processes (forked, so
+    they share the packs loaded here), or on a dask cluster (engine/core/parallel.py), whose
+    workers load the packs and graphs from their paths."""
+    tasks = [(g, str(old_dir), str(new_dir), dict(options), passes) for g in graphs]
+    return list(map_ordered(_impact_task, tasks, jobs, scheduler))

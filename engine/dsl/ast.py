@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.core.errors import Loc
+from engine.core.errors import Loc, positional_pickle
 
 
 # ---- AST ------------------------------------------------------------------
@@ -222,3 +222,9 @@ def walk(e: Expr):
     yield e
     for c in children(e):
         yield from walk(c)
+
+
+# the compiled-pack cache pickles parsed values (Note [positional pickling])
+for _cls in [c for c in list(globals().values()) if isinstance(c, type) and issubclass(c, (Expr, Signature, Port))]:
+    positional_pickle(_cls)
+del _cls

@@ -27,7 +27,7 @@ from pathlib import Path
 from engine.core.resources import grammar_path, user_cache_dir
 from engine.dsl import compiler, parser
 
-FORMAT = 1
+FORMAT = 2
 KEEP = 32
 _HERE = Path(__file__).resolve().parent.parent
 

@@ -128,3 +128,85 @@ def test_save_does_linear_work(size, eq_calls):
     again = pb.ModelDef()
     again.ParseFromString(data)
     assert list(again.graph[0].op[-1].attr[PEER_INDEX_ATTR].list.i) == [size - 1, size - 1]
+
+
+# ---- graph_lint's reachability --------------------------------------------------------------
+from engine.passes.algorithms import lint  # noqa: E402
+
+
+def _lint(model, budget=None):
+    """Every conflict of the full scan, and the connected pairs the reachability kept."""
+    pack = shared_pack()
+    ctx = RunContext(pack, model, {})
+    gl = lint.GraphLint(ctx, pack.configs["graph_lint"], pack.passes["graph_lint"])
+    init = lint._Reach.__init__
+
+    def with_budget(self, *args):
+        init(self, *args, budget=budget)
+
+    lint._Reach.__init__ = with_budget
+    try:
+        found = [(g.name, o.key, w.key, x.key, k) for g, o, w, x, k in gl.conflicts(model.root)]
+    finally:
+        lint._Reach.__init__ = init
+    linked = {(a.name, b.name) for r in gl.reach.values() for a, b in r.linked}
+    return found, linked, gl
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_lint_searches_decide_as_the_sweep(seed, monkeypatch):
+    """Bounded searches, the sweep alone (budget 0) and a mix (tiny budget, many sweeps)
+    find the same connected pairs and the same conflicts."""
+    import random
+    from test_lint import random_graph
+    from engine.core.yamlgraph import load_yaml_graph
+    import tempfile
+    monkeypatch.setattr(lint, "CHUNK", 5)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "g.yaml"
+        path.write_text(random_graph(random.Random(seed), 150))
+        model, _ = load_yaml_graph(path, shared_pack())
+    results = [_lint(model, b)[:2] for b in (None, 0, 3)]
+    assert results[0][1], "the random graph should have ordered pairs"
+    assert results[0] == results[1] == results[2]
+
+
+@pytest.mark.parametrize("hub", [0.0, 0.4])
+def test_lint_searches_decide_as_the_sweep_on_a_training_step(hub, monkeypatch):
+    monkeypatch.setattr(lint, "CHUNK", 64)
+    model = build_model(make_model(3000, seed=2, hub=hub))
+    fast, slow = _lint(model)[:2], _lint(model, 0)[:2]
+    assert fast == slow and fast[0], "the training step has conflicts to find"
+
+
+def _counted_reach_work(model, budget=None) -> int:
+    """Reads of a node's edge lists while graph_lint builds its reachability."""
+    _, _, gl = _lint(model, budget)
+    root = model.root
+    count = _Count()
+    init = lint._Reach.__init__
+    with pytest.MonkeyPatch.context() as mp:
+        for slot in ("ins", "outs", "in_ctrl", "out_ctrl"):
+            member = Node.__dict__[slot]
+
+            def get(self, member=member):
+                count.n += 1
+                return member.__get__(self, Node)
+            mp.setattr(Node, slot, property(get, member.__set__))
+        mp.setattr(lint._Reach, "__init__", lambda self, *args: init(self, *args, budget=budget))
+        gl.reach.pop(root, None)
+        gl.build_reach(root)
+    return count.n
+
+
+@pytest.mark.parametrize("hub", [0.0, 0.4])
+def test_lint_reachability_does_linear_work(hub, monkeypatch):
+    """4× the nodes, at most ~4× the edge-list reads. (With sweeps of 64 sources, the
+    sweep alone — the reachability before the bounded searches — reads 9× as many.)"""
+    monkeypatch.setattr(lint, "CHUNK", 64)
+    models = [build_model(make_model(n, seed=0, hub=hub)) for n in (1500, 6000)]
+    small, large = (_counted_reach_work(m) for m in models)
+    assert large <= 5 * small, (small, large)
+    if hub == 0.0:      # the same bound fails for the sweep alone (9×)
+        sweep_small, sweep_large = (_counted_reach_work(m, budget=0) for m in models)
+        assert sweep_large > 5 * sweep_small, (sweep_small, sweep_large)

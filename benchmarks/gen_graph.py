@@ -1,6 +1,7 @@
 """Deterministic generator of synthetic GE dump graphs shaped like one training step.
 
-    python benchmarks/gen_graph.py N OUT [--seed S]   # OUT: *.pb (binary) or *.txt / *.pbtxt (text)
+    python benchmarks/gen_graph.py N OUT [--seed S] [--dump-attrs] [--hub SHARE]
+                                       # OUT: *.pb (binary) or *.txt / *.pbtxt (text)
 
 Library use::
 

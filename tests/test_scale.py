@@ -210,3 +210,26 @@ def test_lint_reachability_does_linear_work(hub, monkeypatch):
     if hub == 0.0:      # the same bound fails for the sweep alone (9×)
         sweep_small, sweep_large = (_counted_reach_work(m, budget=0) for m in models)
         assert sweep_large > 5 * sweep_small, (sweep_small, sweep_large)
+
+
+# ---- benchmark graphs ---------------------------------------------------------------------
+def test_generated_dump_attrs_are_what_a_save_writes():
+    """--dump-attrs graphs carry the peer index on every op, as GE's dump writes it: loading
+    and saving one changes no byte."""
+    proto = make_model(2000, seed=3, dump_attrs=True)
+    data = proto.SerializeToString(deterministic=True)
+    assert all(PEER_INDEX_ATTR in op.attr and len(op.attr[PEER_INDEX_ATTR].list.i) == len(op.input)
+               for g in proto.graph for op in g.op)
+    assert all("format_for_int" in d.attr for op in proto.graph[0].op for d in op.output_desc)
+    model = build_model(parse_binary(data, "<gen>"))
+    assert model.emit_peer_index
+    assert serialize_model(model) == data
+
+
+def test_generated_hub_controls_the_share_asked_for():
+    proto = make_model(2000, seed=0, hub=0.4)
+    assert sum(len(g.op) for g in proto.graph) == 2000
+    model = build_model(proto)
+    hub = model.root.find("init_barrier")
+    assert model.root.head is hub and len(hub.out_ctrl) == 800
+    assert [n.id for n in model.root.nodes()] == list(range(model.root.count))

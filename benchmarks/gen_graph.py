@@ -1,6 +1,7 @@
 """Deterministic generator of synthetic GE dump graphs shaped like one training step.
 
-    python benchmarks/gen_graph.py N OUT [--seed S]   # OUT: *.pb (binary) or *.txt / *.pbtxt (text)
+    python benchmarks/gen_graph.py N OUT [--seed S] [--dump-attrs] [--hub SHARE]
+                                       # OUT: *.pb (binary) or *.txt / *.pbtxt (text)
 
 Library use::
 
@@ -114,7 +115,11 @@ def _set_attr(attrs, key: str, value) -> None:
         set_attr(attrs, key, value)
 
 
-def _build_desc(t: T, is_output: bool, extra: tuple) -> pb.TensorDescriptor:
+# C++ ge::Format values of the layouts used here (format_for_int / origin_format_for_int)
+FORMAT_INT = {"NCHW": 0, "ND": 2, "FRACTAL_Z": 4, "FRACTAL_NZ": 29, "RESERVED": 40}
+
+
+def _build_desc(t: T, is_output: bool, extra: tuple, dump_attrs: bool = False) -> pb.TensorDescriptor:
     """A TensorDescriptor as in the real dumps (origin_format / _data_type / _shape attrs).
 
     Note [desc attrs]: current GE also writes format_for_int, origin_format_for_int and
@@ -135,6 +140,10 @@ def _build_desc(t: T, is_output: bool, extra: tuple) -> pb.TensorDescriptor:
         _set_attr(d.attr, "origin_shape", oshape)
     for key, value in extra:
         _set_attr(d.attr, key, value)
+    if dump_attrs:      # what current GE's desc serializer adds (ge-formats.md §2.6)
+        _set_attr(d.attr, "format_for_int", FORMAT_INT[t.layout])
+        _set_attr(d.attr, "origin_format_for_int", FORMAT_INT[oformat])
+        _set_attr(d.attr, "origin_shape_initialized", defined)
     d.has_out_attr = True
     d.size = math.prod(t.shape) * ELEM_BYTES[t.dtype] if defined else 0
     d.device_type = "NPU"
@@ -143,16 +152,16 @@ def _build_desc(t: T, is_output: bool, extra: tuple) -> pb.TensorDescriptor:
     return d
 
 
-def _build_template(key: tuple) -> pb.OpDef:
+def _build_template(key: tuple, dump_attrs: bool = False) -> pb.OpDef:
     op_type, ins, outs, attrs, in_extra = key
     lib = KERNEL_LIB.get(op_type, AICORE)
     o = pb.OpDef()
     o.type = op_type
     o.has_out_attr = True
     for i, (_, t) in enumerate(ins):
-        o.input_desc.add().CopyFrom(_build_desc(t, False, in_extra[i] if in_extra else ()))
+        o.input_desc.add().CopyFrom(_build_desc(t, False, in_extra[i] if in_extra else (), dump_attrs))
     for _, t in outs:
-        o.output_desc.add().CopyFrom(_build_desc(t, True, ()))
+        o.output_desc.add().CopyFrom(_build_desc(t, True, (), dump_attrs))
     common = [("_datadump_original_op_names", Strs(())), ("_ge_attr_op_kernel_lib_name", lib),
               ("_input_name_key", Strs(tuple(p for p, _ in ins))),
               ("_input_name_value", tuple(range(len(ins)))),
@@ -160,6 +169,9 @@ def _build_template(key: tuple) -> pb.OpDef:
               ("_output_name_value", tuple(range(len(outs))))]
     if lib == AICORE:
         common.append(("_fe_imply_type", 6))   # TBE implementation
+    if dump_attrs:      # what GE's own passes leave on every op of a dumped training graph
+        common += [("_session_graph_id", "0_1"), ("_is_connected_to_netoutput", False),
+                   ("_ir_attr_names", Strs(tuple(k for k, _ in attrs)))]
     for k, v in common + list(attrs):
         _set_attr(o.attr, k, v)
     return o
@@ -172,8 +184,9 @@ def _ports(prefix: str, vals) -> list:
 class _Gen:
     """Builds one ModelDef of exactly `n` nodes; see make_model."""
 
-    def __init__(self, n: int, seed: int) -> None:
+    def __init__(self, n: int, seed: int, dump_attrs: bool = False) -> None:
         self.n = n
+        self.dump_attrs = dump_attrs
         self.rng = random.Random(seed)
         self.model = pb.ModelDef(version=1)
         self.root = self._new_graph("train_step")
@@ -211,7 +224,7 @@ class _Gen:
         key = (op_type, tuple((p, v.t) for p, v in ins), tuple(outs), tuple(attrs), in_extra)
         tmpl = self.templates.get(key)
         if tmpl is None:
-            tmpl = self.templates[key] = _build_template(key)
+            tmpl = self.templates[key] = _build_template(key, self.dump_attrs)
         o = g.op.add()
         o.CopyFrom(tmpl)
         o.name = name
@@ -652,14 +665,72 @@ class _Gen:
         return self.model
 
 
-def make_model(n_nodes: int, seed: int = 0) -> pb.ModelDef:
+def make_model(n_nodes: int, seed: int = 0, *, dump_attrs: bool = False, hub: float = 0.0) -> pb.ModelDef:
     """A training-step ModelDef with exactly `n_nodes` OpDefs over all its GraphDefs.
 
-    Deterministic: the same (n_nodes, seed) always gives the same message.
+    `dump_attrs`: every op also carries what a current GE dump has (Note [dump attrs]):
+    `_src_out_peer_index_for_ge_txt_load`, `_session_graph_id`, `_is_connected_to_netoutput`,
+    `_ir_attr_names`, and every tensor descriptor `format_for_int`, `origin_format_for_int`,
+    `origin_shape_initialized`. `hub` > 0: the root graph starts with a NoOp `init_barrier`
+    with a control edge to that share of all nodes (Note [hub]).
+    Deterministic: the same arguments always give the same message.
     """
-    if n_nodes < MIN_NODES:
-        raise ValueError(f"n_nodes must be at least {MIN_NODES}, got {n_nodes}")
-    return _Gen(n_nodes, seed).build()
+    if n_nodes < MIN_NODES + (hub > 0):
+        raise ValueError(f"n_nodes must be at least {MIN_NODES + (hub > 0)}, got {n_nodes}")
+    if not 0 <= hub < 1:
+        raise ValueError(f"hub must be a share of the nodes in [0, 1), got {hub}")
+    gen = _Gen(n_nodes - (hub > 0), seed, dump_attrs)
+    model = gen.build()
+    if hub > 0:
+        _add_hub(gen, model, hub, n_nodes)
+    if dump_attrs:
+        _add_peer_index(model)
+    return model
+
+
+def _add_hub(gen: "_Gen", model: pb.ModelDef, share: float, n_nodes: int) -> None:
+    """Note [hub]: one node controlling a large share of the graph, the shape AtomicAddrClean
+    leaves (one MemSet with control edges to every atomic node). The NoOp goes first in the
+    root graph; its successors are root ops that have a data input, spread evenly (the k-th
+    one of them when floor(k·share) grows), as many as `share` of all nodes allows."""
+    root = model.graph[0]
+    want = int(share * n_nodes)
+    cands = [op for op in root.op if any(":" in e and not e.endswith(":-1") for e in op.input)]
+    if want > len(cands):
+        raise ValueError(f"hub {share}: the root graph has only {len(cands)} ops with a data input")
+    noop = gen.templates.get(("NoOp", (), (), (), None))
+    if noop is None:
+        noop = _build_template(("NoOp", (), (), (), None), gen.dump_attrs)
+    ops = list(root.op)
+    del root.op[:]
+    first = root.op.add()
+    first.CopyFrom(noop)
+    first.name = "init_barrier"
+    step = want / len(cands)
+    for k, op in enumerate(cands):
+        if int((k + 1) * step) > int(k * step):
+            op.input.append("init_barrier:-1")
+    root.op.extend(ops)
+    for i, op in enumerate(root.op):
+        op.id = i
+
+
+def _add_peer_index(model: pb.ModelDef) -> None:
+    """Note [dump attrs]: GE's dump records each input's position in its source's peer list
+    (data) or control-successor list; a graph built in file order has each source's
+    consumers in that order, so the position is the count of earlier entries naming it."""
+    for g in model.graph:
+        seen: dict[str, int] = {}
+        for op in g.op:
+            vals = []
+            for e in op.input:
+                if ":" not in e:
+                    vals.append(-1)
+                    continue
+                k = seen.get(e, 0)
+                seen[e] = k + 1
+                vals.append(k)
+            set_attr(op.attr, "_src_out_peer_index_for_ge_txt_load", vals, "list_i")
 
 
 def serialize(model: pb.ModelDef) -> bytes:
@@ -680,11 +751,12 @@ def write_model(model: pb.ModelDef, out: str | os.PathLike) -> None:
     write_atomic(out, data if out.suffix == ".pb" else model_to_text(data))
 
 
-def cached_graph(cache: Path, n: int, fmt: str) -> Path:
-    """The N-node graph (seed 0) as `cache/train_N.fmt`, generated on first use."""
-    path = cache / f"train_{n}.{fmt}"
+def cached_graph(cache: Path, n: int, fmt: str, *, dump_attrs: bool = False, hub: float = 0.0) -> Path:
+    """The N-node graph (seed 0) as `cache/train_N[_dump][_hubP].fmt`, generated on first use."""
+    tag = ("_dump" if dump_attrs else "") + (f"_hub{round(hub * 100)}" if hub else "")
+    path = cache / f"train_{n}{tag}.{fmt}"
     if not path.exists():
-        write_model(make_model(n), path)
+        write_model(make_model(n, dump_attrs=dump_attrs, hub=hub), path)
     return path
 
 
@@ -693,12 +765,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("n_nodes", type=int, help=f"number of nodes (>= {MIN_NODES})")
     ap.add_argument("out", help="output file: *.pb binary, *.txt / *.pbtxt text")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dump-attrs", action="store_true",
+                    help="add the attributes a current GE dump carries (peer indices, ...)")
+    ap.add_argument("--hub", type=float, default=0.0, metavar="SHARE",
+                    help="a NoOp with control edges to this share of the nodes (e.g. 0.4)")
     args = ap.parse_args(argv)
     if Path(args.out).suffix not in (".pb", ".txt", ".pbtxt"):
         ap.error("OUT must end in .pb, .txt or .pbtxt")
-    if args.n_nodes < MIN_NODES:
-        ap.error(f"N must be at least {MIN_NODES}")
-    write_model(make_model(args.n_nodes, args.seed), args.out)
+    if args.n_nodes < MIN_NODES + (args.hub > 0):
+        ap.error(f"N must be at least {MIN_NODES + (args.hub > 0)}")
+    if not 0 <= args.hub < 1:
+        ap.error("--hub must be in [0, 1)")
+    write_model(make_model(args.n_nodes, args.seed, dump_attrs=args.dump_attrs, hub=args.hub), args.out)
     return 0
 
 

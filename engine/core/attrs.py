@@ -75,18 +75,20 @@ def _node_of(x):
 
 def node_attr(node, key: str) -> Any:
     n = _node_of(node)
-    if n is None or key not in n.op.attr:
+    if n is None:
         return None
-    return attr_value(n.op.attr[key])
+    attrs = n.op.attr           # one map access (each costs as much as the lookup)
+    return attr_value(attrs[key]) if key in attrs else None
 
 
 def desc_attr(anchor, key: str) -> Any:
     if anchor is None:
         return None
     d = anchor.desc
-    if d is None or key not in d.attr:
+    if d is None:
         return None
-    return attr_value(d.attr[key])
+    attrs = d.attr
+    return attr_value(attrs[key]) if key in attrs else None
 
 
 # ---- writing --------------------------------------------------------------------

@@ -26,7 +26,7 @@ from google.protobuf.message import DecodeError
 from engine.core.errors import InputError, Loc, Problem, display_path
 from engine.core.graph import Graph, Model, Node
 from engine.proto import ge_ir_pb2 as pb
-from engine.core.surgery import link, link_ctrl
+from engine.core.surgery import link
 
 PEER_INDEX_ATTR = "_src_out_peer_index_for_ge_txt_load"
 _PROTO_ROOT = Path(__file__).resolve().parent.parent.parent     # holds engine/proto/
@@ -181,9 +181,19 @@ def _parse_index(text: str) -> int:
 
 
 def _build_edges(g: Graph, model: Model, problems: list[Problem]) -> None:
+    """Note [peer order]: ModelSerializeImp::HandleNodeNameRef gives every parsed input
+    entry ("src:idx", data or control) of a graph a running number from 1 and files the
+    edge under its source anchor with the key `_src_out_peer_index_for_ge_txt_load[k]`
+    when that is >= 0, else that running number; each source's peer list (data and
+    control alike) is then linked in key order. The destination's own lists keep the
+    file's order: its data slots are fixed, and its control predecessors are written as
+    its `:-1` entries (GE links the sources in unordered_map order, so its in-control
+    order after a load is not defined; the file's order is what GE wrote). Two entries
+    with one key are kept, in file order (GE's std::set would drop the second edge)."""
     file = model.source
-    pending: dict = {}          # src out-anchor → [(order key, dst in-anchor)]
-    seq = 0
+    pending: dict = {}          # src out-anchor → [(key, seq, dst in-anchor)]
+    pending_ctrl: dict = {}     # src node → [(key, seq, dst node)]
+    seq = 0                     # GE's cur_index
     for n in g.nodes():
         op = n.op
         peer_idx = None
@@ -198,6 +208,8 @@ def _build_edges(g: Graph, model: Model, problems: list[Problem]) -> None:
             if ":" not in entry:
                 slot += 1               # unconnected slot ("" in dumps)
                 continue
+            seq += 1
+            key = peer_idx[k] if peer_idx is not None and peer_idx[k] >= 0 else seq
             src_name, _, idx_text = entry.rpartition(":")
             idx = _parse_index(idx_text)
             if idx < -1:
@@ -212,7 +224,10 @@ def _build_edges(g: Graph, model: Model, problems: list[Problem]) -> None:
                     slot += 1
                 continue
             if idx == -1:
-                link_ctrl(src, n)
+                if n not in src.out_ctrl_set:
+                    src.out_ctrl_set.add(n)
+                    n.in_ctrl.append(src)
+                    pending_ctrl.setdefault(src, []).append((key, seq, n))
                 continue
             if idx >= len(src.outs):
                 problems.append(Problem(Loc(file), f"node '{n.name}' in graph '{g.name}': input '{entry}' uses output {idx} "
@@ -221,14 +236,19 @@ def _build_edges(g: Graph, model: Model, problems: list[Problem]) -> None:
                 slot += 1
                 continue
             n.ensure_inputs(slot + 1)
-            order = (peer_idx[k] if peer_idx is not None and peer_idx[k] >= 0 else 1 << 40, seq)
-            seq += 1
-            pending.setdefault(src.outs[idx], []).append((order, n.ins[slot]))
+            pending.setdefault(src.outs[idx], []).append((key, seq, n.ins[slot]))
             slot += 1
     for src, dsts in pending.items():
-        dsts.sort(key=lambda t: t[0])
-        for _, dst in dsts:
+        dsts.sort(key=_edge_key)
+        for _, _, dst in dsts:
             link(src, dst)
+    for src, dsts in pending_ctrl.items():
+        dsts.sort(key=_edge_key)
+        src.out_ctrl.extend(d for _, _, d in dsts)
+
+
+def _edge_key(t: tuple) -> tuple[int, int]:
+    return t[0], t[1]
 
 
 def _link_subgraphs(model: Model, problems: list[Problem]) -> None:
@@ -275,27 +295,48 @@ def _field(num: int, payload: bytes) -> bytes:
     return _varint((num << 3) | 2) + _varint(len(payload)) + payload
 
 
-def _rewrite_inputs(n: Node, emit_peer_index: bool) -> None:
+class _Positions:
+    """Each edge's position in its source's peer list (data) or control-successor list,
+    for the peer-index attribute. Note [position maps]: a list's map is built the first
+    time one of its entries is asked about and serves every later entry, so a save does
+    O(edges) work; a `list.index` per edge was quadratic when one node has control edges
+    to a large share of the graph."""
+
+    __slots__ = ("maps",)
+
+    def __init__(self):
+        self.maps: dict = {}        # the list's owner (OutAnchor or Node) → {entry: position}
+
+    def of(self, owner, entries: list, entry) -> int:
+        if len(entries) <= 8:
+            return entries.index(entry)
+        m = self.maps.get(owner)
+        if m is None:
+            m = self.maps[owner] = {e: i for i, e in enumerate(entries)}
+        return m[entry]
+
+
+def _rewrite_inputs(n: Node, positions: _Positions | None) -> None:
     entries: list[str] = []
     peer_pos: list[int] = []
     for a in n.ins:
-        if a.peer is None:
+        src = a.peer
+        if src is None:
             entries.append("")
             peer_pos.append(-1)
         else:
-            entries.append(f"{a.peer.node.name}:{a.peer.idx}")
-            # positions are needed only for the peer-index attribute (a scan per edge)
-            peer_pos.append(a.peer.peers.index(a) if emit_peer_index else -1)
+            entries.append(f"{src.node.name}:{src.idx}")
+            peer_pos.append(positions.of(src, src.peers, a) if positions is not None else -1)
     # trailing unconnected slots beyond the descriptors are not written
     while entries and entries[-1] == "" and len(entries) > len(n.op.input_desc):
         entries.pop()
         peer_pos.pop()
     for p in n.in_ctrl:
         entries.append(f"{p.name}:-1")
-        peer_pos.append(p.out_ctrl.index(n) if emit_peer_index else -1)
+        peer_pos.append(positions.of(p, p.out_ctrl, n) if positions is not None else -1)
     del n.op.input[:]
     n.op.input.extend(entries)
-    if emit_peer_index:
+    if positions is not None:
         lst = n.op.attr[PEER_INDEX_ATTR].list
         lst.Clear()
         lst.i.extend(peer_pos)
@@ -329,9 +370,10 @@ def _serialize_graph(g: Graph, emit_peer_index: bool) -> bytes:
     if gd.HasField("attr_groups"):
         tail.attr_groups.CopyFrom(gd.attr_groups)
     parts = [head.SerializeToString(deterministic=True)]
+    positions = _Positions() if emit_peer_index else None
     for n in g.nodes():
         if n.dirty or emit_peer_index:
-            _rewrite_inputs(n, emit_peer_index)
+            _rewrite_inputs(n, positions)
         parts.append(_field(6, n.op.SerializeToString(deterministic=True)))
     parts.append(tail.SerializeToString(deterministic=True))
     return b"".join(parts)

@@ -33,6 +33,7 @@ ROLES = ("read_only", "writable", "ignore", "invalid")
 SEVERITIES = ("warning", "error", "info")
 RULE_VARS = ("node", "anchor", "original")
 CHUNK = 4096        # reachability sources per forward sweep (bits per Python int)
+BUDGET = 256        # edges one bounded pair search may examine (Note [pair search])
 
 
 def _output_index(node, name):
@@ -384,27 +385,106 @@ class _Reach:
 
     Note [reachability]: GE fills an N×N bit matrix per graph: in topological order, a
     node's row is its own bit OR the rows of its data and control predecessors (a
-    predecessor later in the order, i.e. a loop back edge, adds nothing). Only consumers
-    of shared outputs that have a writer are ever asked about, so only they get a bit: a
-    sweep in topological order carries the bits of the earlier node of each pair forward
-    as Python ints, CHUNK sources per sweep, and each source then reads its bit in the
-    rows of its later partners. What is kept is the set of connected (earlier, later) pairs.
+    predecessor later in the order, i.e. a loop back edge, adds nothing). So b is
+    connected from an earlier a exactly when a path of edges going forward in the order
+    leads from a to b. Only consumers of shared outputs that have a writer are ever asked
+    about, and those pairs are decided in two steps with the same answers:
+
+    * a bounded search per pair (Note [pair search]): forward from a, never past b's
+      position, then backward from b, never before a's, each stopped after BUDGET edges.
+      Finding the other node proves a path; running out of nodes proves there is none;
+    * the pairs whose searches both hit the budget go to the sweep: in topological order it
+      carries the bits of the earlier node of each pair forward as Python ints, CHUNK
+      sources per sweep, and each source then reads its bit in its later partners' rows.
+
+    What is kept is the set of connected (earlier, later) pairs. The searches cost at most
+    2·BUDGET edges a pair, so the sweeps — which cost a pass over the graph's span each —
+    see only the few pairs no short search decides.
     """
 
-    def __init__(self, order: list[Node], pos: dict[Node, int], partners: dict[Node, set], control: bool):
+    def __init__(self, order: list[Node], pos: dict[Node, int], partners: dict[Node, set], control: bool,
+                 budget: int | None = None):
         self.linked: set[tuple[Node, Node]] = set()
-        later = {a: [b for b in bs if pos[b] > pos[a]] for a, bs in partners.items()}
-        sources = sorted((a for a, bs in later.items() if bs), key=pos.__getitem__)
+        self.work = 0                     # edges examined by the searches plus nodes swept
+        budget = BUDGET if budget is None else budget
+        later = {a: sorted((b for b in bs if pos[b] > pos[a]), key=pos.__getitem__) for a, bs in partners.items()}
+        unresolved: dict[Node, list[Node]] = {}
+        for a, bs in later.items():
+            for b in bs:
+                found = _search(a, b, pos, control, budget, self) if budget else None
+                if found:
+                    self.linked.add((a, b))
+                elif found is None:
+                    unresolved.setdefault(a, []).append(b)
+        sources = sorted(unresolved, key=pos.__getitem__)
         for start in range(0, len(sources), CHUNK):
             chunk = sources[start:start + CHUNK]
-            last = max(pos[b] for a in chunk for b in later[a])
-            rows = _sweep(order[pos[chunk[0]]:last + 1], {a: 1 << i for i, a in enumerate(chunk)}, control)
+            last = max(pos[b] for a in chunk for b in unresolved[a])
+            span = order[pos[chunk[0]]:last + 1]
+            self.work += len(span)
+            rows = _sweep(span, {a: 1 << i for i, a in enumerate(chunk)}, control)
             for i, a in enumerate(chunk):
-                self.linked.update((a, b) for b in later[a] if rows.get(b, 0) >> i & 1)
+                self.linked.update((a, b) for b in unresolved[a] if rows.get(b, 0) >> i & 1)
 
     def connected(self, a: Node, b: Node) -> bool:
         """GE IsConnected in either direction; a node is connected to itself."""
         return a is b or (a, b) in self.linked or (b, a) in self.linked
+
+
+def _search(a: Node, b: Node, pos: dict[Node, int], control: bool, budget: int, reach: _Reach) -> bool | None:
+    """Note [pair search]: is there a forward path a → b (pos[a] < pos[b])? True or False
+    when a search decides it, None when both stopped at the budget. Each search is depth
+    first and tries the neighbour nearest the other end first (the largest position not
+    past b going forward, the smallest not before a going back), which follows the long
+    edges of a training step (a forward activation's consumer in the backward pass) first."""
+    lo, hi = pos[a], pos[b]
+    for forward in (True, False):
+        start, goal = (a, b) if forward else (b, a)
+        seen = {start}
+        stack = [start]
+        left = budget
+        while stack:
+            x = stack.pop()
+            px = pos[x]
+            step = []
+            # a node's edges are counted before they are listed: a node controlling much of
+            # the graph ends the search instead of costing its degree to every search
+            if forward:
+                left -= sum(len(o.peers) for o in x.outs) + (len(x.out_ctrl) if control else 0)
+                if left < 0:
+                    break
+                nbrs = [p.node for o in x.outs for p in o.peers]
+                if control:
+                    nbrs.extend(x.out_ctrl)
+            else:
+                left -= len(x.ins) + (len(x.in_ctrl) if control else 0)
+                if left < 0:
+                    break
+                nbrs = [a_.peer.node for a_ in x.ins if a_.peer is not None]
+                if control:
+                    nbrs.extend(x.in_ctrl)
+            for y in nbrs:
+                if y is goal:
+                    reach.work += budget - left
+                    return True
+                py = pos.get(y)
+                if py is None or y in seen:
+                    continue
+                # only edges going forward in the order count; stay inside (lo, hi)
+                if (forward and px < py < hi) or (not forward and lo < py < px):
+                    seen.add(y)
+                    step.append((py, y) if forward else (-py, y))
+            step.sort(key=_first)
+            stack.extend(y for _, y in step)
+        else:
+            reach.work += budget - left
+            return False          # every node the window lets it reach was seen
+        reach.work += budget
+    return None
+
+
+def _first(t: tuple) -> int:
+    return t[0]
 
 
 def _sweep(nodes: list[Node], own: dict[Node, int], control: bool) -> dict[Node, int]:

@@ -1,0 +1,148 @@
+"""The default pipeline at production sizes: one table of seconds per stage, peak memory and
+how each stage grows with N.
+
+    python benchmarks/scale.py [--sizes 10000,100000,1000000] [--hub SHARE] [--format pb]
+                               [--cache DIR] [--option K=V]...
+
+Each size runs in a fresh process (so its peak RSS is its own) on a generated training step
+that carries what current GE dumps carry (gen_graph `--dump-attrs`: peer indices, ...),
+cached under --cache; `--hub 0.4` adds a NoOp controlling 40 % of the graph. Stages: load
+(read + parse + graph model), check, every pass of the pipeline in order (a pass that runs
+twice is listed twice, `#2`), save (serialize + write), in CPU seconds of the process (the
+machine is shared: wall time counts the neighbours' work too), their total and the wall
+time of the whole run (protoc children aside: binary files need none); then the peak RSS of the
+process (`ru_maxrss`) and the growth exponent k of each stage between consecutive sizes
+(time ∝ N^k: 1.0 is linear). A stage under 0.05 s at both sizes has no exponent (`-`).
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+MIN_SECONDS = 0.05      # below this at both sizes, timer noise dominates the exponent
+
+
+def measure(path: Path, options: dict[str, str]) -> dict:
+    """One run of the whole default pipeline, binary in and out, as `memconflict run` does it."""
+    from engine.core.dumpio import load_model, save_model
+    from engine.passes.catalog import load_pack
+    from engine.passes.context import RunContext
+    from engine.passes.manager import check_graph, resolve_passes, run_passes
+
+    pack = load_pack()
+    stages: list[tuple[str, float]] = []
+    clock = time.process_time     # CPU seconds: the machine is shared, wall time is noisy
+    wall0 = time.perf_counter()
+    t0 = clock()
+    model = load_model(path)
+    stages.append(("load", clock() - t0))
+    gc.freeze()             # as the CLI does after loading
+    nodes = model.node_count()
+    ctx = RunContext(pack, model, dict(options))
+    t0 = clock()
+    check_graph(ctx)
+    stages.append(("check", clock() - t0))
+    seen: dict[str, int] = {}
+    for spec in resolve_passes(pack, None, options):
+        t0 = clock()
+        run_passes(ctx, [spec])
+        seen[spec.id] = seen.get(spec.id, 0) + 1
+        stages.append((spec.id + (f"#{seen[spec.id]}" if seen[spec.id] > 1 else ""), clock() - t0))
+    out = Path(tempfile.mkdtemp(prefix="memconflict-scale-")) / "out.pb"
+    t0 = clock()
+    save_model(model, out)
+    stages.append(("save", clock() - t0))
+    wall = time.perf_counter() - wall0
+    out.unlink()
+    out.parent.rmdir()
+    return {"nodes": nodes, "after": model.node_count(), "inserted": len(ctx.insertions),
+            "stages": stages, "wall": wall, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
+def _exponent(n1: int, t1: float, n2: int, t2: float) -> str:
+    if max(t1, t2) < MIN_SECONDS or min(t1, t2) <= 0:
+        return "-"
+    return f"{math.log(t2 / t1) / math.log(n2 / n1):.2f}"
+
+
+def table(results: list[dict]) -> str:
+    sizes = [r["n"] for r in results]
+    names = [name for name, _ in results[0]["stages"]]
+    head = ["stage"] + [f"N={_short(n)}" for n in sizes] + [f"k {_short(a)}→{_short(b)}" for a, b in zip(sizes, sizes[1:])]
+    rows = []
+    for i, name in enumerate(names):
+        ts = [r["stages"][i][1] for r in results]
+        rows.append([name] + [f"{t:.2f}" for t in ts] +
+                    [_exponent(a, ta, b, tb) for a, b, ta, tb in zip(sizes, sizes[1:], ts, ts[1:])])
+    totals = [sum(t for _, t in r["stages"]) for r in results]
+    rows.append(["total"] + [f"{t:.2f}" for t in totals] +
+                [_exponent(a, ta, b, tb) for a, b, ta, tb in zip(sizes, sizes[1:], totals, totals[1:])])
+    walls = [r["wall"] for r in results]
+    rows.append(["total (wall)"] + [f"{t:.2f}" for t in walls] +
+                [_exponent(a, ta, b, tb) for a, b, ta, tb in zip(sizes, sizes[1:], walls, walls[1:])])
+    rss = [r["peak_rss"] for r in results]
+    rows.append(["peak RSS (MiB)"] + [f"{m / 2**20:.0f}" for m in rss] +
+                [_exponent(a, ma, b, mb) for a, b, ma, mb in zip(sizes, sizes[1:], rss, rss[1:])])
+    rows.append(["file (MiB)"] + [f"{r['file_size'] / 2**20:.0f}" for r in results] + [""] * (len(sizes) - 1))
+    rows.append(["nodes after"] + [str(r["after"]) for r in results] + [""] * (len(sizes) - 1))
+    widths = [max(len(str(row[c])) for row in [head] + rows) for c in range(len(head))]
+    lines = ["  ".join(str(x).ljust(w) if c == 0 else str(x).rjust(w) for c, (x, w) in enumerate(zip(row, widths)))
+             for row in [head] + rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _short(n: int) -> str:
+    return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1000}k" if n % 1000 == 0 else str(n)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--hub", type=float, default=0.0, metavar="SHARE")
+    ap.add_argument("--format", default="pb", choices=("pb", "txt"))
+    ap.add_argument("--option", action="append", metavar="KEY=VALUE")
+    ap.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "memconflict-bench"))
+    ap.add_argument("--one", metavar="FILE", help=argparse.SUPPRESS)     # the child: measure one file
+    args = ap.parse_args(argv)
+    from engine.cli.common import parse_options
+    options = parse_options(args.option)
+    if args.one:
+        print(json.dumps(measure(Path(args.one), options)))
+        return 0
+    from benchmarks.gen_graph import cached_graph
+    cache = Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    results = []
+    for n in (int(s) for s in args.sizes.split(",")):
+        path = cached_graph(cache, n, args.format, dump_attrs=True, hub=args.hub)
+        cmd = [sys.executable, __file__, "--one", str(path)] + [f"--option={o}" for o in args.option or ()]
+        res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        if res.returncode != 0:
+            sys.stderr.write(res.stderr)
+            return 1
+        r = json.loads(res.stdout.strip().splitlines()[-1])
+        r["n"], r["file_size"] = n, os.path.getsize(path)
+        results.append(r)
+        print(f"N={n}: {sum(t for _, t in r['stages']):.2f} s CPU, {r['wall']:.2f} s wall, "
+              f"{r['peak_rss'] / 2**20:.0f} MiB", file=sys.stderr, flush=True)
+    print(f"default pipeline, {args.format} in and out, gen_graph --dump-attrs"
+          + (f" --hub {args.hub}" if args.hub else "") + "; CPU seconds per stage")
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -139,6 +139,8 @@ def cmd_explain(args) -> int:
 
     with Progress(sys.stderr, enabled=True) as progress:
         ctx, _ = run_graph(args, progress)
+    for kind, text in getattr(ctx.model, "notes", ()):
+        print(f"note ({kind}): {text}")
     found = [i for i in ctx.insertions if i.name == args.node]
     if not found:
         raise InputError(Problem(Loc(display_path(args.graph)), *not_inserted(ctx, args.node)))

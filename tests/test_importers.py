@@ -4,6 +4,8 @@ written without TensorFlow), GE dumps of older GE with the attributes GE derives
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +14,9 @@ from engine.core.errors import InputError
 from engine.core.importers.detect import detect
 from engine.core.io import load_graph
 from harness import edit, shared_fixtures, shared_pack
-import tfgraphs
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # benchmarks/ is not installed
+from benchmarks import gen_tf as tfgraphs  # noqa: E402
 
 MODELS = shared_fixtures() / "parser-models"
 OAM = shared_fixtures() / "ge-dumps-oam"

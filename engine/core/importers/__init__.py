@@ -3,6 +3,7 @@ binary, ONNX form), TensorFlow GraphDefs, ONNX models; the format from the conte
 (engine/core/importers/detect.py) unless `--from` names it."""
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 from engine.core.errors import InputError, Loc, Problem, display_path
@@ -27,6 +28,18 @@ def pack_folder(pack) -> Path:
 def load_model_file(path: str | Path, pack=None, fmt: str | None = None):
     """(Model, notes) of any supported model file; notes are (kind, text) pairs that the
     report shows (derived attributes, port names from the pack, ops without IR)."""
+    # Note [gc] (engine/core/dumpio.py): an import allocates a few objects per node and
+    # frees none; the cyclic collector's full passes over them would be superlinear
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(path, pack, fmt)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _load(path, pack, fmt):
     file = display_path(path)
     data = read_bytes(path)
     if fmt is not None and fmt not in FORMATS:

@@ -36,6 +36,16 @@ DTYPE_ATTRS = ("dtype", "T", "out_type", "DstT", "Tout", "output_type")
 
 
 def ge_dtype(tf_type: int) -> int:
+    got = _DT_CACHE.get(tf_type)
+    if got is None:
+        got = _DT_CACHE[tf_type] = _ge_dtype(tf_type)
+    return got
+
+
+_DT_CACHE: dict[int, int] = {}
+
+
+def _ge_dtype(tf_type: int) -> int:
     if tf_type > 100:                        # a reference type (DT_FLOAT_REF, ...)
         tf_type -= 100
     try:
@@ -100,38 +110,51 @@ class TfConfig:
         errors.check()
 
 
-def _attr(builder: OpBuilder, key: str, v: tf.AttrValue) -> None:
+_LV = pb.AttrDef.ListValue
+
+
+def _attr(a: pb.AttrDef, v: tf.AttrValue) -> None:
+    """OperatorAutoMapping of one attribute, by kind, straight into GE's AttrDef."""
     which = v.WhichOneof("value")
     if which == "s":
-        builder.attrs[key] = (v.s.decode("utf-8", "replace"), "s")
+        a.s = v.s
     elif which == "i":
-        builder.attrs[key] = (v.i, "i")
+        a.i = v.i
     elif which == "f":
-        builder.attrs[key] = (v.f, "f")
+        a.f = v.f
     elif which == "b":
-        builder.attrs[key] = (v.b, "b")
+        a.b = v.b
     elif which == "type":
-        builder.attrs[key] = (ge_dtype(v.type), "dt")
+        a.dt = ge_dtype(v.type)
     elif which == "shape":
-        builder.attrs[key] = (_dims(v.shape) or [], "list_i")
+        a.list.i.extend(_dims(v.shape) or [])
+        a.list.val_type = _LV.VT_LIST_INT
     elif which == "tensor":
-        builder.tensors[key] = tensor_def(v.tensor)
-    elif which == "list":
-        lv = v.list
-        if len(lv.s):
-            builder.attrs[key] = ([x.decode("utf-8", "replace") for x in lv.s], "list_s")
-        elif len(lv.i):
-            builder.attrs[key] = (list(lv.i), "list_i")
-        elif len(lv.f):
-            builder.attrs[key] = (list(lv.f), "list_f")
-        elif len(lv.b):
-            builder.attrs[key] = (list(lv.b), "list_b")
-        elif len(lv.type):
-            builder.attrs[key] = ([ge_dtype(t) for t in lv.type], "list_dt")
-        elif len(lv.shape):
-            builder.attrs[key] = ([_dims(s) or [] for s in lv.shape], "list_list_int")
+        a.t.CopyFrom(tensor_def(v.tensor))
     elif which == "func":
-        builder.attrs[key] = (v.func.name, "s")
+        a.s = v.func.name.encode()
+    elif which == "list":
+        lv, out = v.list, a.list
+        if len(lv.s):
+            out.s.extend(lv.s)
+            out.val_type = _LV.VT_LIST_STRING
+        elif len(lv.i):
+            out.i.extend(lv.i)
+            out.val_type = _LV.VT_LIST_INT
+        elif len(lv.f):
+            out.f.extend(lv.f)
+            out.val_type = _LV.VT_LIST_FLOAT
+        elif len(lv.b):
+            out.b.extend(lv.b)
+            out.val_type = _LV.VT_LIST_BOOL
+        elif len(lv.type):
+            out.dt.extend(ge_dtype(t) for t in lv.type)
+            out.val_type = _LV.VT_LIST_DATA_TYPE
+        elif len(lv.shape):
+            for s in lv.shape:
+                a.list_list_int.list_list_i.add().list_i.extend(_dims(s) or [])
+        else:
+            out.val_type = _LV.VT_LIST_NONE
 
 
 def _dims(shape: tf.TensorShapeProto) -> list[int] | None:
@@ -201,6 +224,7 @@ def import_graphdef(gd: tf.GraphDef, file: str, name: str, tables: Tables, pack=
     errors.check()
     uses: dict[str, int] = {}                 # highest output index consumed + 1
     for b in builders:
+        seen_ctrl: set[str] = set()
         for entry in defs[b.name].input:
             src, idx = _split_input(entry)
             if src not in by_name:
@@ -208,20 +232,24 @@ def import_graphdef(gd: tf.GraphDef, file: str, name: str, tables: Tables, pack=
                              "GE's parser links inputs by node name; the producer is missing (a trimmed graph?)")
                 continue
             if idx < 0:
-                if src not in b.ctrl:
+                if src not in seen_ctrl:
+                    seen_ctrl.add(src)
                     b.ctrl.append(src)
             else:
                 b.inputs.append((src, idx))
                 uses[src] = max(uses.get(src, 0), idx + 1)
     errors.check()
     unknown: dict[str, int] = {}
+    port_cache: dict[tuple, tuple] = {}      # (type, inputs, outputs) → GE's port names
     data_index = 0
     for b in builders:
         nd = defs[b.name]
-        for key in sorted(nd.attr):
+        b.op = op = pb.OpDef()
+        attrs = nd.attr
+        for key in sorted(attrs):
             if key != "_output_shapes":
-                _attr(b, key, nd.attr[key])
-        shapes = [_dims(s) for s in nd.attr["_output_shapes"].list.shape] if "_output_shapes" in nd.attr else []
+                _attr(op.attr[key], attrs[key])
+        shapes = [_dims(s) for s in attrs["_output_shapes"].list.shape] if "_output_shapes" in attrs else []
         spec: IrOp | None = None if b.type in cfg.not_by_ir else ir.get(b.type)
         fixed = spec.fixed_outputs if spec is not None else 0
         # an op of unknown IR, or one GE makes without it, has at least one output
@@ -230,17 +258,25 @@ def import_graphdef(gd: tf.GraphDef, file: str, name: str, tables: Tables, pack=
             b.attrs[cfg.data_index] = (data_index, "i")
             data_index += 1
             b.inputs.insert(0, None)         # GE's Data: one unconnected input descriptor
-        dtype = next((ge_dtype(nd.attr[a].type) for a in DTYPE_ATTRS if a in nd.attr and nd.attr[a].HasField("type")), 0)
-        shape0 = _dims(nd.attr["shape"].shape) if "shape" in nd.attr and nd.attr["shape"].HasField("shape") else None
-        if "value" in nd.attr and nd.attr["value"].HasField("tensor"):
-            dtype = ge_dtype(nd.attr["value"].tensor.dtype)
-            shape0 = _dims(nd.attr["value"].tensor.tensor_shape)
+        dtype, shape0 = 0, None
+        for a in DTYPE_ATTRS:
+            if a in attrs and attrs[a].WhichOneof("value") == "type":
+                dtype = ge_dtype(attrs[a].type)
+                break
+        if "shape" in attrs and attrs["shape"].WhichOneof("value") == "shape":
+            shape0 = _dims(attrs["shape"].shape)
+        if "value" in attrs and attrs["value"].WhichOneof("value") == "tensor":
+            dtype = ge_dtype(attrs["value"].tensor.dtype)
+            shape0 = _dims(attrs["value"].tensor.tensor_shape)
         for i in range(b.n_out):
             dims = shapes[i] if i < len(shapes) else (shape0 if i == 0 else None)
             b.out_desc[i] = (dtype, dims)
         if spec is not None:
-            b.in_names = spec.input_names(len(b.inputs))
-            b.out_names = spec.output_names(b.n_out)
+            key = (b.type, len(b.inputs), b.n_out)
+            got = port_cache.get(key)
+            if got is None:
+                got = port_cache[key] = (spec.input_names(key[1]), spec.output_names(key[2]))
+            b.in_names, b.out_names = got
         elif b.type not in cfg.not_by_ir:
             unknown[b.type] = unknown.get(b.type, 0) + 1
     if unknown and cfg.unknown_ir == "refuse":

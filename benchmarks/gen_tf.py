@@ -1,5 +1,10 @@
-"""TensorFlow GraphDefs written without TensorFlow (engine/proto/tf_graph.proto): a
-TF1 training step as tf.train.AdamOptimizer writes it, and a large synthetic graph."""
+"""TensorFlow GraphDefs written without TensorFlow (engine/proto/tf_graph.proto): a TF1
+training step as tf.train.AdamOptimizer writes it (VariableV2 + initializer Assign + read
+Identity per variable, two Adam slots per weight, ApplyAdam, the beta-power update and the
+`init`/`Adam` NoOps), at any size.
+
+    python benchmarks/gen_tf.py LAYERS OUT.pb|OUT.pbtxt
+"""
 from __future__ import annotations
 
 from engine.proto import tf_graph_pb2 as tf
@@ -77,18 +82,17 @@ def train_step(layers: int = 2) -> tf.GraphDef:
     return gd
 
 
-def chain(n: int) -> tf.GraphDef:
-    """A synthetic n-node inference GraphDef: a Placeholder, then Const+Add/Relu blocks
-    with fan-out, as a frozen model is (for the import benchmark)."""
-    gd = tf.GraphDef()
-    node(gd, "input", "Placeholder", dtype=F32, shape=[1, 64])
-    prev = "input"
-    k = 0
-    while len(gd.node) < n:
-        c = node(gd, f"block_{k}/bias", "Const", dtype=F32, shape=[64])
-        a = node(gd, f"block_{k}/Add", "AddV2", [prev, c.name], shape=[1, 64])
-        r = node(gd, f"block_{k}/Relu", "Relu", [a.name], shape=[1, 64])
-        node(gd, f"block_{k}/Identity", "Identity", [r.name])
-        prev = r.name
-        k += 1
-    return gd
+def main(argv=None) -> int:
+    import sys
+    from google.protobuf import text_format
+    argv = sys.argv[1:] if argv is None else argv
+    gd = train_step(int(argv[0]))
+    data = text_format.MessageToString(gd).encode() if argv[1].endswith(".pbtxt") else gd.SerializeToString()
+    with open(argv[1], "wb") as fh:
+        fh.write(data)
+    print(f"{argv[1]}: {len(gd.node)} nodes")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

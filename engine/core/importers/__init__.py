@@ -59,23 +59,26 @@ def _load(path, pack, fmt):
         from engine.core.dumpio import build_model, parse_binary, parse_text
         proto = parse_text(data, file) if text else parse_binary(data, file)
         model = build_model(proto, file)
-        from engine.core.importers.derive import derive_attrs
+        from engine.core.importers.derive import derive_attrs, fill_port_names
         derive_attrs(model, pack_folder(pack), notes)
+        fill_port_names(model, pack_folder(pack), pack, notes)
         return model, notes
     if fmt not in ("tensorflow", "onnx"):
         raise InputError(Problem(Loc(file), f"{fmt} models are not supported yet ({why})",
                                  "convert it to ONNX or TensorFlow first"))
     from engine.core.importers.tables import load_tables
     tables = load_tables(pack_folder(pack), fmt)
+    ge_dump = False
     if fmt == "tensorflow":
         from engine.core.importers.tensorflow import import_graphdef, parse_graphdef
         proto = import_graphdef(parse_graphdef(data, file, text), file, stem, tables, pack, notes)
     else:
         from engine.core.importers.onnx import import_onnx
-        proto = import_onnx(data, text, file, stem, tables, pack, notes)
+        proto, ge_dump = import_onnx(data, text, file, stem, tables, pack, notes)
     from engine.core.dumpio import build_model
     model = build_model(proto, file)
-    if fmt == "onnx" and getattr(model, "ge_dump", False):
-        from engine.core.importers.derive import derive_attrs
+    if ge_dump:
+        from engine.core.importers.derive import derive_attrs, fill_port_names
         derive_attrs(model, pack_folder(pack), notes)
+        fill_port_names(model, pack_folder(pack), pack, notes)
     return model, notes

@@ -81,3 +81,28 @@ def _source(model, g, root, kind: str, key: str):
         if g is root and key in g.proto.attr and attr_value(g.proto.attr[key]):
             return True, f"the root graph's {key}"
     return None, ""
+
+
+def fill_port_names(model, pack_dir: Path, pack, notes: list) -> None:
+    """A dump node of a ref op (an output named as an input) with no port names on a side
+    gets GE's IR names for that side (import/ir.yaml, else the pack's op signature): the
+    names are the ref mechanism, and older dumps and GE's ONNX form drop them. Other ops
+    are left as dumped. Noted per op type and source."""
+    from engine.core.importers.tables import Tables, ir_with_pack, read_ir
+    ir_path = find_table(pack_dir, "ir.yaml")
+    ir = ir_with_pack(Tables("ge", "", None, read_ir(ir_path) if ir_path else {}), pack)
+    filled: dict[tuple[str, str], int] = {}
+    for g in model.graph_order:
+        for n in g.nodes():
+            spec = ir.get(n.type)
+            if spec is None or not spec.is_ref():
+                continue
+            ins, outs = n.ports()
+            new_in = spec.input_names(len(n.op.input_desc)) if not ins and n.op.input_desc else None
+            new_out = spec.output_names(len(n.op.output_desc)) if not outs and n.op.output_desc else None
+            if new_in or new_out:
+                n.set_ports(new_in, new_out)
+                key = (n.type, "GE's IR (import/ir.yaml)" if spec.source == "ir" else "the pack's op signature")
+                filled[key] = filled.get(key, 0) + 1
+    for (op_type, source), count in sorted(filled.items()):
+        notes.append(("ports", f"{count} {op_type} node(s) had no port names in the dump: named from {source}"))

@@ -51,7 +51,8 @@ def run_one(task: dict) -> dict:
         folder = task["rules"]
         if folder not in _PACKS:
             _PACKS[folder] = load_pack(folder)
-        args = SimpleNamespace(graph=graph, rules=folder, option=task["option"], passes=task["passes"])
+        args = SimpleNamespace(graph=graph, rules=folder, option=task["option"], passes=task["passes"],
+                               from_format=task["from_format"])
         with Progress(sys.stderr, enabled=False) as progress:
             ctx, before = run_graph(args, progress, pack=_PACKS[folder])
         out.update(inserted=len(ctx.insertions), removed=len(ctx.removals), diagnostics=len(ctx.diagnostics))
@@ -119,6 +120,7 @@ def cmd_run_many(args) -> int:
                 files.claim("--out-dir", os.path.join(args.out_dir, name))
         files.claim("--out-dir", os.path.join(args.out_dir, "index.json"))
     tasks = [{"graph": g, "rules": folder, "option": args.option, "passes": args.passes, "fail_on": gates,
+              "from_format": getattr(args, "from_format", None),
               "out_dir": args.out_dir, "html": bool(args.html)} for g in graphs]
     quiet = args.quiet
     results = []

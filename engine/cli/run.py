@@ -6,16 +6,25 @@ from pathlib import Path
 
 from engine.core.errors import InputError, Loc, PassFailure, Problem, display_path
 from engine.core.io import YAML_SUFFIXES, load_graph
+from engine.core.importers.detect import FORMATS
 from engine.cli.common import note_graph, pack_dir, run_graph
 
 RULES_HELP = ("rule pack folder (default: $MEMCONFLICT_RULES, else [tool.memconflict] rules in the nearest "
               "pyproject.toml/memconflict.toml, else the installed GE pack)")
 
 
+GRAPH_HELP = ("a model: GE dump (text, binary, ONNX form), TensorFlow GraphDef (.pb/.pbtxt), ONNX (.onnx), "
+              "or YAML graph; the format is read from the content")
+
+
+def add_from(p) -> None:
+    p.add_argument("--from", dest="from_format", choices=FORMATS, metavar="FORMAT",
+                   help="the model's format, when not the one detected: " + "|".join(FORMATS))
+
+
 def add_commands(sub) -> None:
     r = sub.add_parser("run", help="run passes on a graph (or many) and report every inserted node")
-    r.add_argument("graphs", nargs="+", metavar="GRAPH",
-                   help="GE dump (.txt/.pbtxt text, .pb binary) or YAML graph; several, or folders of them, with --out-dir")
+    r.add_argument("graphs", nargs="+", metavar="GRAPH", help=GRAPH_HELP + "; several, or folders of them, with --out-dir")
     r.add_argument("--passes", help="comma-separated pass ids, run in this order (default: the pack's pipeline)")
     r.add_argument("--option", action="append", metavar="KEY=VALUE", help="GE option (repeatable)")
     r.add_argument("--rules", metavar="DIR", help=RULES_HELP)
@@ -32,23 +41,26 @@ def add_commands(sub) -> None:
     r.add_argument("--jobs", type=int, metavar="N", help="graphs run in N worker processes (default 1)")
     r.add_argument("--scheduler", metavar="ADDR", help="run the graphs on a dask cluster: tcp://HOST:PORT, or 'local' "
                    "for a LocalCluster of --jobs workers (needs the dask extra)")
+    add_from(r)
     r.set_defaults(func=cmd_run)
 
     e = sub.add_parser("explain", help="explain why one node was inserted (running the passes, or from a saved report)",
                        usage="memconflict explain GRAPH NODE [options] | memconflict explain --report R.json NODE")
-    e.add_argument("graph", nargs="?", help="GE dump (.txt/.pbtxt text, .pb binary) or YAML graph")
+    e.add_argument("graph", nargs="?", help=GRAPH_HELP)
     e.add_argument("node", nargs="?", help="name of an inserted node")
     e.add_argument("--report", metavar="R.json",
                    help="answer from this saved `run --report-json` report instead of running the passes")
     e.add_argument("--passes", help="comma-separated pass ids, run in this order (default: the pack's pipeline)")
     e.add_argument("--option", action="append", metavar="KEY=VALUE", help="GE option (repeatable)")
     e.add_argument("--rules", metavar="DIR", help=RULES_HELP)
+    add_from(e)
     e.set_defaults(func=cmd_explain)
 
-    c = sub.add_parser("convert", help="convert between GE dumps (text/binary) and the YAML graph form")
+    c = sub.add_parser("convert", help="convert a model (GE dump, TensorFlow GraphDef, ONNX) to a GE dump (text/binary) or the YAML graph form")
     c.add_argument("input")
     c.add_argument("output")
     c.add_argument("--rules", metavar="DIR", help=RULES_HELP)
+    add_from(c)
     c.set_defaults(func=cmd_convert)
 
     sy = sub.add_parser("symbols", help="print the memory symbols (GE GetRefMapping) of a graph")
@@ -56,6 +68,7 @@ def add_commands(sub) -> None:
     sy.add_argument("--graph", dest="graph_name", metavar="NAME", help="a subgraph to start from (default: root)")
     sy.add_argument("--json", action="store_true")
     sy.add_argument("--rules", metavar="DIR", help=RULES_HELP)
+    add_from(sy)
     sy.set_defaults(func=cmd_symbols)
 
 
@@ -153,6 +166,8 @@ def cmd_explain(args) -> int:
                                  "memconflict explain GRAPH NODE"))
     with Progress(sys.stderr, enabled=True) as progress:
         ctx, _ = run_graph(args, progress)
+    for kind, text in getattr(ctx.model, "notes", ()):
+        print(f"note ({kind}): {text}")
     found = [i for i in ctx.insertions if i.name == args.node]
     if not found:
         raise InputError(Problem(Loc(display_path(args.graph)), *not_inserted(ctx, args.node)))
@@ -172,7 +187,7 @@ def cmd_convert(args) -> int:
     files.claim("OUT", args.output)
     pack = load_pack(pack_dir(args.rules))
     note_graph(args.input)
-    model, _ = load_graph(args.input, pack)
+    model, _ = load_graph(args.input, pack, args.from_format)
     note_graph(args.input, model)
     dropped = []
     if Path(args.output).suffix.lower() in YAML_SUFFIXES:
@@ -197,7 +212,7 @@ def cmd_symbols(args) -> int:
 
     pack = load_pack(pack_dir(args.rules))
     from engine.pack.options import run_options
-    model, file_options = load_graph(args.graph, pack)
+    model, file_options = load_graph(args.graph, pack, args.from_format)
     ctx = RunContext(pack, model, run_options(pack.options, {}, file_options))
     graph = model.graphs.get(args.graph_name) if args.graph_name else model.root
     if graph is None:

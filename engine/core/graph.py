@@ -300,6 +300,9 @@ class Model:
         # node → bool: edges out of such nodes close loops and are left out of sorting (pack's
         # surgery.loop_back_edge_from, set by the runner)
         self.loop_back_source = None
+        # (kind, text) notes of the reading: attributes derived as GE derives them, port
+        # names taken from the pack, ops imported without GE's IR (engine/core/importers)
+        self.notes: list[tuple[str, str]] = []
 
     def add_graph(self, g: Graph) -> None:
         self.graphs[g.name] = g

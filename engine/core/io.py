@@ -1,4 +1,5 @@
-"""Reading a graph file by its suffix: GE dumps (text or binary) or the YAML graph form."""
+"""Reading a graph file: the YAML graph form by its suffix, any other model (GE dumps,
+TensorFlow, ONNX) by its content (engine/core/importers)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,7 +7,7 @@ from pathlib import Path
 from engine.core.errors import InputError, Loc, Problem
 
 YAML_SUFFIXES = {".yaml", ".yml"}
-GRAPH_SUFFIXES = (".txt", ".pbtxt", ".pb", ".yaml", ".yml")
+GRAPH_SUFFIXES = (".txt", ".pbtxt", ".pb", ".yaml", ".yml", ".onnx", ".prototxt")   # what a folder is searched for
 
 
 def collect_graphs(paths: list[str], what: str = "--graphs") -> list[str]:
@@ -27,10 +28,13 @@ def collect_graphs(paths: list[str], what: str = "--graphs") -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def load_graph(path: str, pack=None):
-    """A GE dump (.txt/.pbtxt/.pb) or a YAML graph; returns (model, options from the file)."""
-    if Path(path).suffix.lower() in YAML_SUFFIXES:
+def load_graph(path: str, pack=None, fmt: str | None = None):
+    """A model file or a YAML graph; returns (model, options from the file). The import
+    notes (derived attributes, ...) are on `model.notes`."""
+    if fmt is None and Path(path).suffix.lower() in YAML_SUFFIXES:
         from engine.core.yamlgraph import load_yaml_graph
         return load_yaml_graph(path, pack)
-    from engine.core.dumpio import load_model
-    return load_model(path), {}
+    from engine.core.importers import load_model_file
+    model, notes = load_model_file(path, pack, fmt)
+    model.notes = notes
+    return model, {}

@@ -154,6 +154,9 @@ def build_report(ctx: RunContext, input_file: str, before: dict) -> dict:
         "diagnostics": diagnostics,
         "rules": _rule_table(ctx, ctx.insertions, ctx.diagnostics),
     }
+    notes = getattr(ctx.model, "notes", None)
+    if notes:       # how the input was read: derived attributes, port names from the pack, ...
+        report["input_notes"] = [{"kind": k, "text": t} for k, t in notes]
     report["sections"] = default_sections(report)
     return report
 
@@ -183,6 +186,7 @@ def default_sections(report: dict) -> list[dict]:
             ["options", ", ".join(f"{k}={v}" for k, v in report["options"].items()) or "none"],
             ["passes", " → ".join(p["id"] for p in report["passes"]) or "none"],
             ["memconflict", report["memconflict"]],
+            *([f"read ({n['kind']})", n["text"]] for n in report.get("input_notes", ())),
         ]}},
         {"id": "passes", "title": "Passes in order", "kind": "table", "data": {
             "columns": ["#", "pass", "status", "inserted", "removed", "message"],

@@ -37,6 +37,7 @@ def summary_text(ctx: RunContext, input_file: str) -> str:
         lines.append("  by rule: " + ", ".join(f"{r} {c}" for r, c in sorted(by_rule.items())))
     for d in ctx.diagnostics:
         lines.append(f"  {d.severity} {d.code}: {d.message}")
+    lines += [f"  note ({kind}): {text}" for kind, text in getattr(ctx.model, "notes", ())]
     return "\n".join(lines)
 
 

@@ -1,0 +1,84 @@
+"""Reading a model of any format GE reads into GE's IR (a `Model`): GE dumps (text,
+binary, ONNX form), TensorFlow GraphDefs, ONNX models; the format from the content
+(engine/core/importers/detect.py) unless `--from` names it."""
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+from engine.core.errors import InputError, Loc, Problem, display_path
+from engine.core.importers.detect import FORMATS, detect
+
+
+def read_bytes(path: str | Path) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except IsADirectoryError:
+        raise InputError(Problem(Loc(display_path(path)), "is a folder, not a model file", "name a model file")) from None
+    except OSError as exc:
+        raise InputError(Problem(Loc(display_path(path)), f"cannot read the model: {exc.strerror}", "check the path")) from None
+
+
+def pack_folder(pack) -> Path:
+    from engine.core.resources import default_pack_dir
+    path = getattr(pack, "path", None)
+    return Path(path) if path else default_pack_dir()
+
+
+def load_model_file(path: str | Path, pack=None, fmt: str | None = None):
+    """(Model, notes) of any supported model file; notes are (kind, text) pairs that the
+    report shows (derived attributes, port names from the pack, ops without IR)."""
+    # Note [gc] (engine/core/dumpio.py): an import allocates a few objects per node and
+    # frees none; the cyclic collector's full passes over them would be superlinear
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(path, pack, fmt)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _load(path, pack, fmt):
+    file = display_path(path)
+    data = read_bytes(path)
+    if fmt is not None and fmt not in FORMATS:
+        raise InputError(Problem(Loc("--from"), f"unknown format '{fmt}'", "give one of: " + ", ".join(FORMATS)))
+    found, text, why = detect(data)
+    if fmt is None:
+        if found is None:
+            raise InputError(Problem(Loc(file), f"cannot tell the model format ({why})",
+                                     "memconflict reads GE dumps, TensorFlow GraphDefs (.pb/.pbtxt) and ONNX models; "
+                                     "name the format with --from ge|tensorflow|onnx|caffe"))
+        fmt = found
+    notes: list[tuple[str, str]] = []
+    stem = Path(path).stem
+    if fmt == "ge" and found == "onnx" and text:
+        fmt = "onnx"        # a GE ONNX-form dump: read by the ONNX reader, which knows GE's form
+    if fmt == "ge":
+        from engine.core.dumpio import build_model, parse_binary, parse_text
+        proto = parse_text(data, file) if text else parse_binary(data, file)
+        model = build_model(proto, file)
+        from engine.core.importers.derive import derive_attrs, fill_port_names
+        derive_attrs(model, pack_folder(pack), notes)
+        fill_port_names(model, pack_folder(pack), pack, notes)
+        return model, notes
+    if fmt not in ("tensorflow", "onnx"):
+        raise InputError(Problem(Loc(file), f"{fmt} models are not supported yet ({why})",
+                                 "convert it to ONNX or TensorFlow first"))
+    from engine.core.importers.tables import load_tables
+    tables = load_tables(pack_folder(pack), fmt)
+    ge_dump = False
+    if fmt == "tensorflow":
+        from engine.core.importers.tensorflow import import_graphdef, parse_graphdef
+        proto = import_graphdef(parse_graphdef(data, file, text), file, stem, tables, pack, notes)
+    else:
+        from engine.core.importers.onnx import import_onnx
+        proto, ge_dump = import_onnx(data, text, file, stem, tables, pack, notes)
+    from engine.core.dumpio import build_model
+    model = build_model(proto, file)
+    if ge_dump:
+        from engine.core.importers.derive import derive_attrs, fill_port_names
+        derive_attrs(model, pack_folder(pack), notes)
+        fill_port_names(model, pack_folder(pack), pack, notes)
+    return model, notes

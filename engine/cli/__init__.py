@@ -14,7 +14,7 @@ import sys
 
 from engine import __version__
 from engine.core.errors import InputError, PassFailure
-from engine.cli import diff, rules, run, vars
+from engine.cli import diff, rules, run, runtime, vars
 from engine.cli.common import CURRENT_GRAPH, _Parser
 from engine.cli.outputs import OutputError
 
@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_commands(sub)
     vars.add_commands(sub)
     diff.add_command(sub)
+    runtime.add_commands(sub)
     return p
 
 

@@ -73,9 +73,9 @@ def check_pairs(pairs: list[list[int]], inputs: list, input_num: int, outputs: l
             raise InputError(Problem(where, f"pair [{a}, {b}] reads {side} address {k}, but only {have} are given",
                                      f"give {side} addresses for every index below the {side} count"))
         if inputs[a] != outputs[b]:
-            return {"status": "PARAM_INVALID", "pair": [a, b],
+            return {"status": "PARAM_INVALID",
                     "reason": f"output {b} address {_show(outputs[b])} must be the same as input {a} address "
-                              f"{_show(inputs[a])} ('{a},{b}' in output_reuse_input_mem_indexes)"}
+                              f"{_show(inputs[a])} ('{a},{b}' in output_reuse_input_mem_indexes)", "pair": [a, b]}
     return {"status": "SUCCESS"}
 
 

@@ -25,7 +25,8 @@ class DumpConds:
         ctx = RunContext(pack, model, {})
         comp = Compiler(pack.scope(("node",), functions=bound_functions(ctx)), Collector())
         self.rules = [(r, comp.function(r.when, ("node",))) for r in self.rt.guard_rules]
-        self.netoutputs = pack.classes["netoutput"].types if "netoutput" in pack.classes else frozenset({"NetOutput"})
+        cls = pack.classes.get("netoutput")       # the dump's NetOutput types: the op class, else the runtime's
+        self.netoutputs = cls.types if cls is not None else frozenset({self.rt.node_types["netoutput"]})
         self._guard_cache: dict = {}
 
     def guard(self, node):

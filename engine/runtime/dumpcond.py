@@ -86,7 +86,7 @@ class DumpConds:
         nodes, outputs = [], {}
         for n in graph.nodes():
             pidx = attr_value(n.attr(self.parent_key))
-            if n.type not in self.netoutputs and not n.ins and isinstance(pidx, int) and 0 <= pidx < len(parent_inputs):
+            if n.type not in self.netoutputs and all(a.peer is None for a in n.ins) and isinstance(pidx, int) and 0 <= pidx < len(parent_inputs):
                 names[n] = parent_inputs[pidx]
                 parent_data.add(n)
                 continue

@@ -53,7 +53,10 @@ def _spec(args):
 
 
 def emit(obj: dict) -> int:
-    sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+    """One JSON object on standard output: indented for a terminal, else compact (Note
+    [compact output]: json's indenting encoder is pure Python, 10x slower on a dump's conds)."""
+    indent = 2 if sys.stdout.isatty() else None
+    sys.stdout.write(json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
     return 0
 
 

@@ -290,3 +290,21 @@ def test_free_guarder_list_is_pack_data(tmp_path):
     out, _ = run_case(read_cond_case(str(CASES / "If_InnerDataWithGuarderOutside_FreeMemory.yaml"), rt), rt)
     assert guarded(out) == {} and "IdentityAddr" not in types(sub(cond_node(out), 2))
     assert guarded(run("If_InnerDataWithGuarderOutside_FreeMemory")) == {1: "FreeMemory"}
+
+
+def test_insert_after_moves_control_edges_like_ge():
+    """ExecuteGraphUtils::InsertNodeAfter moves every out-control edge of the source to
+    inserted → destination; InsertNodeBefore moves the destination's in-control edges."""
+    from engine.runtime.exegraph import XGraph, add_ctrl, add_edge, insert_after, insert_before
+    g = XGraph("g", None, [0])
+    src, other, dst = g.add_node("src", "A", 0, 1), g.add_node("other", "B", 0, 0), g.add_node("dst", "C", 1, 0)
+    add_edge(src, 0, dst, 0)
+    add_ctrl(src, other)
+    ia = g.add_node("ia", "IdentityAddr", 1, 1)
+    insert_after(src, 0, [(dst, 0)], ia, 0, 0)
+    assert dst.ins[0] == (ia, 0) and ia.ins[0] == (src, 0)
+    assert list(src.out_ctrl) == [] and list(ia.out_ctrl) == [dst] and list(other.in_ctrl) == []
+    pf = g.add_node("pf", "PointFromInputs", 1, 1)
+    insert_before(dst, 0, pf, 0, 0)
+    assert dst.ins[0] == (pf, 0) and pf.ins[0] == (ia, 0)
+    assert list(dst.in_ctrl) == [] and list(pf.in_ctrl) == [ia]

@@ -357,7 +357,12 @@ class Builder:
 
 
 def run_case(case: CaseSpec, rt) -> tuple[dict, list[dict]]:
-    """Build the case as GE would: the interface's JSON object and the per-cond decisions."""
+    """Build the case as GE would: the interface's JSON object and the per-cond decisions.
+
+    Note [failed builds]: where GE returns no holders, `root` shows the graph as GE left it
+    (the cond node, if it was created, with the subgraphs built so far) and no root NetOutput;
+    a failing nested cond fails the whole case (GE's outer builder would go on with an empty
+    holder list, which no builder can use)."""
     b = Builder(rt)
     for i, f in enumerate(case.feeds):
         node = b.root.add_node(f.name, rt.node_types["data"], 0, 1)

@@ -135,7 +135,12 @@ def io_reuse_case(path: str, rt) -> dict:
 def check(runtime: str, attr: str | None, ins: list | None, in_num: int | None, outs: list | None,
           out_num: int | None, rt, where: Loc) -> dict:
     """CheckIoReuseAddrs (v1: empty inputs or outputs on either side pass; v2: null lists or
-    a count of 0 pass), then CheckIoReuseAddrPairs."""
+    a count of 0 pass), then CheckIoReuseAddrPairs.
+
+    Note [v1 status]: both runtimes return CheckIoReuseAddrPairs' status through the same
+    assertion macro, and ModelV2Executor's test asserts PARAM_INVALID; DavinciModel's tests only
+    assert "not SUCCESS" (a comment there says FAILED), so v1 reports PARAM_INVALID too and
+    the spec's FAILED is never produced."""
     pairs, _ = parse_pairs(attr or "", rt)
     if not pairs or ins is None or outs is None:
         return {"status": "SUCCESS"}

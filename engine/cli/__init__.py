@@ -24,8 +24,8 @@ from engine.cli.outputs import OutputError
 # a missing or an unknown command build the whole parser. tests/test_cli_start.py checks
 # that this table names every command the modules define.
 COMMAND_MODULES = {"run": "run", "explain": "run", "convert": "run", "symbols": "run",
-                   "rules": "rules", "pipeline": "rules", "vars": "vars", "diff": "diff"}
-MODULE_ORDER = ("run", "rules", "vars", "diff")
+                   "rules": "rules", "pipeline": "rules", "vars": "vars", "diff": "diff", "runtime": "runtime"}
+MODULE_ORDER = ("run", "rules", "vars", "diff", "runtime")
 
 EXIT_STATUSES = """\
 exit status:

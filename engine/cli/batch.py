@@ -52,7 +52,7 @@ def run_one(task: dict) -> dict:
         if folder not in _PACKS:
             _PACKS[folder] = load_pack(folder)
         args = SimpleNamespace(graph=graph, rules=folder, option=task["option"], passes=task["passes"],
-                               from_format=task["from_format"])
+                               from_format=task["from_format"], runtime=task["runtime"])
         with Progress(sys.stderr, enabled=False) as progress:
             ctx, before = run_graph(args, progress, pack=_PACKS[folder])
         out.update(inserted=len(ctx.insertions), removed=len(ctx.removals), diagnostics=len(ctx.diagnostics))
@@ -61,6 +61,8 @@ def run_one(task: dict) -> dict:
             data = serialize_model(ctx.model)
             files = [(names[0], data if names[0].endswith(".pb") else model_to_text(data))]
             report = build_report(ctx, shown, before)
+            from engine.cli.run import _runtime
+            _runtime(args, ctx, report)             # --runtime: the If/Case section, as a single run adds it
             files.append((names[1], report_json(report)))
             if task["html"]:
                 from engine.report.html import render_html
@@ -120,7 +122,7 @@ def cmd_run_many(args) -> int:
                 files.claim("--out-dir", os.path.join(args.out_dir, name))
         files.claim("--out-dir", os.path.join(args.out_dir, "index.json"))
     tasks = [{"graph": g, "rules": folder, "option": args.option, "passes": args.passes, "fail_on": gates,
-              "from_format": getattr(args, "from_format", None),
+              "from_format": getattr(args, "from_format", None), "runtime": bool(getattr(args, "runtime", False)),
               "out_dir": args.out_dir, "html": bool(args.html)} for g in graphs]
     quiet = args.quiet
     results = []

@@ -42,6 +42,9 @@ def add_commands(sub) -> None:
     r.add_argument("--scheduler", metavar="ADDR", help="run the graphs on a dask cluster: tcp://HOST:PORT, or 'local' "
                    "for a LocalCluster of --jobs workers (needs the dask extra)")
     add_from(r)
+    r.add_argument("--runtime", action="store_true",
+                   help="also list, for every If/Case, the runtime nodes GE's RT2 builder would add "
+                        "(PointFromInputs, IdentityAddr, parent guarders) and why")
     r.set_defaults(func=cmd_run)
 
     e = sub.add_parser("explain", help="explain why one node was inserted (running the passes, or from a saved report)",
@@ -102,6 +105,7 @@ def cmd_run(args) -> int:
             data = serialize_model(ctx.model)
             outputs.append((args.out, data if is_binary_path(args.out) else model_to_text(data)))
         report = build_report(ctx, display_path(args.graph), before)
+        runtime = _runtime(args, ctx, report)
         if args.report_json:
             outputs.append((args.report_json, report_json(report)))
         if args.report_html:
@@ -110,11 +114,25 @@ def cmd_run(args) -> int:
         files.write(outputs)
     if not args.quiet:
         print(summary_text(ctx, display_path(args.graph)), file=files.text_stream())
+        if runtime is not None:
+            from engine.runtime.report import runtime_lines
+            print("\n".join(runtime_lines(runtime)), file=files.text_stream())
     held = gated_findings(ctx, gates)
     if held:
         sys.stderr.write(f"memconflict: --fail-on: {'; '.join(held)}\n")
         return 3
     return 0
+
+
+def _runtime(args, ctx, report: dict) -> dict | None:
+    """`--runtime`: the If/Case records of the graph after the passes, added to the report."""
+    if not getattr(args, "runtime", False):
+        return None
+    from engine.runtime.report import runtime_records, runtime_section
+    records = runtime_records(ctx.model, ctx.pack, args.graph)
+    report["runtime"] = records
+    report["sections"].append(runtime_section(records))
+    return records
 
 
 FAIL_ON_KINDS = ("insertions", "warnings")

@@ -78,6 +78,26 @@ class ALGORITHMS_SHOW:
             lines.append(f"  {k:<26} {e}")
         return lines
 
+    @staticmethod
+    def runtime(cfg) -> list[str]:
+        lines = ["runtime (RT2 graph builder):",
+                 f"  If types {', '.join(sorted(cfg.if_ops))}; Case types {', '.join(sorted(cfg.case_ops))}",
+                 f"  Free* guarders: {', '.join(sorted(cfg.free_guarders))}",
+                 f"  placements: {', '.join(cfg.placements)} (default {cfg.default_placement}, "
+                 f"{cfg.following} counts as {cfg.following_as}, mixed → {cfg.mixed_placement})",
+                 f"  names: {'; '.join(f'{k} {v}' for k, v in cfg.names.items())}; If branches "
+                 f"{', '.join(cfg.if_branches)}",
+                 "  node types: " + ", ".join(f"{k} {v}" for k, v in cfg.node_types.items()),
+                 "  attrs: " + ", ".join(f"{k} {v}" for k, v in cfg.attrs.items()),
+                 f"  events: main stream {cfg.main_stream}, stages {', '.join(cfg.stages)}, "
+                 + ", ".join(f"{k} {v}" for k, v in cfg.events.items()),
+                 f"  io reuse: {cfg.io_reuse_attr} ('{cfg.pair_separator}' between pairs, "
+                 f"'{cfg.index_separator}' inside)",
+                 "  dump guarders (first match):"]
+        for r in cfg.guard_rules:
+            lines.append(f"    {r.id:<24} when {r.when}  =>  {r.guarder or 'no guarder'}")
+        return lines
+
 
 def show_pipeline(pack: Pack, options: dict[str, str]) -> str:
     from engine.passes.context import RunContext

@@ -14,7 +14,7 @@ import sys
 
 from engine import __version__
 from engine.core.errors import InputError, PassFailure
-from engine.cli import diff, rules, run, vars
+from engine.cli import diff, rules, run, runtime_mem, vars
 from engine.cli.common import CURRENT_GRAPH, _Parser
 from engine.cli.outputs import OutputError
 
@@ -59,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_commands(sub)
     vars.add_commands(sub)
     diff.add_command(sub)
+    # Note [runtime group]: a minimal `runtime` group for memtrace/placement; the group itself
+    # belongs to engine/cli/runtime.py (cond/events/io-reuse), which calls runtime_mem.register.
+    rt = sub.add_parser("runtime", help="GE's runtime side: allocator traces, placement copies")
+    runtime_mem.register(rt.add_subparsers(dest="runtime_command", required=True, parser_class=_Parser))
     return p
 
 

@@ -158,7 +158,7 @@ def _check(doc, rules, problems: list, file: str) -> Trace:
         _check_op(op, i, streams, names, err, later)
     for path, name in later:     # event spaces may name blocks the trace makes later
         if name not in names["block"]:
-            err((path, f"unknown block '{name}'", did_you_mean(name, names["block"], "blocks")))
+            err((path, f"unknown block '{name}'", _name_hint(name, names["block"], "block")))
     return Trace(streams, capacity, placement, events, ops, file)
 
 
@@ -242,6 +242,8 @@ def _check_op(op, i, streams, names, err, later) -> None:
         if kind == "int" or kind == "stream":
             if not _int(v):
                 err((fp, f"{name}: '{key}' must be a whole number, got {_kind(v)}", f"write {key}: 0"))
+            elif key in ("size", "capacity") and v < 0:
+                err((fp, f"{name}: '{key}' must be a byte count, got {v}", "sizes are size_t in GE: 0 or more"))
             elif kind == "stream" and not 0 <= v < streams:
                 err((fp, f"{name}: no allocator for stream {v} (the trace has {streams} streams)",
                      f"use a stream from 0 to {streams - 1}"))
@@ -269,6 +271,12 @@ def _check_op(op, i, streams, names, err, later) -> None:
             if not isinstance(v, str):
                 err((fp, f"{name}: '{key}' must be a {what} name, got {_kind(v)}", f"write {key}: NAME"))
             elif v not in names[what]:
-                err((fp, f"{name}: unknown {what} '{v}'", did_you_mean(v, names[what], what + "s")))
+                err((fp, f"{name}: unknown {what} '{v}'", _name_hint(v, names[what], what)))
     for what, v in defines:
         names[what].add(v)
+
+
+def _name_hint(name: str, known: set, what: str) -> str:
+    if not known:
+        return f"no {what} is defined before this op; an op's 'as:' names one"
+    return did_you_mean(name, known, what + "s")

@@ -13,12 +13,13 @@ class Event:
     """A GertEvent: its compile-time src/dst streams and its space (blocks the src freed, at the
     version they had; borrowed blocks to hand back to their birth stream)."""
 
-    __slots__ = ("id", "src", "dst", "free_by_src", "return_birth")
+    __slots__ = ("id", "src", "dst", "free_by_src", "return_birth", "named")
 
     def __init__(self, eid: int, src: int, dst: int, free_by_src=(), return_birth=()) -> None:
         self.id, self.src, self.dst = eid, src, dst
         self.free_by_src = list(free_by_src)     # [(block or name, version)]
         self.return_birth = list(return_birth)   # [block or name]
+        self.named = bool(self.free_by_src or self.return_birth)
 
 
 class Runner:
@@ -43,31 +44,27 @@ class Runner:
         world = self.world
         dispatch = {name: getattr(self, "op_" + name) for name in _op_names()}
         with_state = self.state_mode == "all"
+        append = steps.append
         for i, op in enumerate(self.ops):
             (name, body), = op.items()
             world.step = i
-            world.events = []
-            step = {"op": name, "ok": True, "result": None}
+            events = world.events = []
             try:
-                step["result"] = dispatch[name](body)
+                step = {"op": name, "ok": True, "result": dispatch[name](body), "events": events}
             except GeFailure as exc:
-                step["ok"] = False
-                step["status"] = exc.status
-                step["message"] = str(exc)
-            step["events"] = world.events
+                step = {"op": name, "ok": False, "result": None, "status": exc.status, "message": str(exc),
+                        "events": events}
             if with_state:
                 step.update(self.state())
-            steps.append(step)
+            append(step)
         out: dict = {"steps": steps}
         if not with_state:
             out["final"] = self.state()
         return out
 
     def _block(self, body) -> Block:
-        if "block_of" in body:
-            block = self.tensors[body["block_of"]].block
-        else:
-            block = self.blocks[body["block"]]
+        name = body.get("block")
+        block = self.blocks[name] if name is not None else self.tensors[body["block_of"]].block
         if block is None:
             raise GeFailure(self.st["undefined"], f"block '{body.get('block', body.get('block_of'))}' is null")
         return block
@@ -82,14 +79,22 @@ class Runner:
 
     # -- allocator ops -----------------------------------------------------------------
     def op_malloc(self, b):
-        block = self._alloc(b["stream"]).malloc(b["size"])
+        try:
+            block = self._alloc(b["stream"]).malloc(b["size"])
+        except GeFailure:
+            self._bind(b["as"], None)
+            raise
         self._bind(b["as"], block)
         if block is None:
             raise GeFailure(self.st["alloc_failed"], f"malloc of {b['size']} bytes on stream {b['stream']} failed")
         return block.oid
 
     def op_malloc_tensor_data(self, b):
-        block = self._alloc(b["stream"]).malloc(b["size"])
+        try:
+            block = self._alloc(b["stream"]).malloc(b["size"])
+        except GeFailure:
+            self.tensors[b["as"]] = Tensor(None, b["size"], self.world.placement, b["stream"], None)
+            raise
         t = Tensor(block.mem.addr if block is not None else None, b["size"], self.world.placement, b["stream"], block)
         self.tensors[b["as"]] = t
         if block is None:
@@ -254,6 +259,9 @@ class Runner:
             do(self._resolved(table[eid]))
 
     def _resolved(self, ev: Event) -> Event:
+        if not ev.named:
+            return ev
+        ev.named = False
         ev.free_by_src = [(self.blocks[x] if isinstance(x, str) else x, v) for x, v in ev.free_by_src]
         ev.return_birth = [self.blocks[x] if isinstance(x, str) else x for x in ev.return_birth]
         return ev

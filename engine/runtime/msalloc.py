@@ -131,25 +131,30 @@ class Block:
         self.counts = [0] * n
 
     def new_access(self, src: int, dst: int, statuses: dict) -> None:
-        if not self.valid(src) or not self.valid(dst):
-            raise GeFailure(statuses["failed"], f"block {self.name}: invalid stream id {src if not self.valid(src) else dst}")
+        n = len(self.counts)
+        if not (0 <= src < n and 0 <= dst < n):
+            raise GeFailure(statuses["failed"], f"block {self.name}: invalid stream id {dst if 0 <= src < n else src}")
         self.counts[dst] += 1
-        self.mif.set_all(dst)
+        bit, rows = 1 << dst, self.mif.rows
+        for i in range(len(rows)):
+            rows[i] |= bit
 
     def free(self, stream: int) -> None:
-        if self.mem is None or not self.valid(stream):
+        if self.mem is None or not 0 <= stream < len(self.counts):
             return
         birth = self.birth
         (birth if stream == birth.stream else birth.world.allocators[stream]).free(self)
 
     def sync_local(self, src: int, dst: int, statuses: dict) -> None:
-        if not self.valid(src) or not self.valid(dst):
+        n = len(self.counts)
+        if not (0 <= src < n and 0 <= dst < n):
             raise GeFailure(statuses["failed"], f"block {self.name}: invalid stream id")
-        mif = self.mif
-        if mif.is_set(src, dst) < mif.is_set(dst, dst) or mif.is_set(dst, src) < mif.is_set(src, src):
+        rows, sb, db = self.mif.rows, 1 << src, 1 << dst
+        # the robustness checks of SyncLocalRecycleStatus: a stream's own clear bit is the newest
+        if (not rows[src] & db and rows[dst] & db) or (not rows[dst] & sb and rows[src] & sb):
             raise GeFailure(statuses["failed"], f"block {self.name}: stream {dst} was marked clear by another stream")
-        mif.merge_cleared_from(src, dst)
-        if not mif.is_any_set(dst):
+        rows[dst] &= rows[src]
+        if not rows[dst]:
             self.free(dst)
 
     def sync_all_local(self, dst: int, statuses: dict) -> None:

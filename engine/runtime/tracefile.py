@@ -202,7 +202,7 @@ def _check_events(events, path, streams, err, later) -> None:
 
 def _check_op(op, i, streams, names, err, later) -> None:
     p = ("ops", i)
-    if not isinstance(op, dict) or len(op) != 1:
+    if type(op) is not dict and not isinstance(op, dict) or len(op) != 1:
         err((p, f"op {i + 1}: an op is a mapping with exactly one key (the op name)", "write {free: {block: b0, stream: 0}}"))
         return
     (name, body), = op.items()
@@ -224,57 +224,82 @@ def _check_op(op, i, streams, names, err, later) -> None:
     if not isinstance(body, dict):
         err((p, f"{name}: its fields must be a mapping, got {_kind(body)}", f"fields: {', '.join(spec)}"))
         return
-    for key in body:
-        if key not in spec:
-            err((p + (("key", key),), f"{name}: unknown field '{key}'", did_you_mean(str(key), spec, "fields")))
-    pair = ONE_OF.get(name)
+    keyset, fields, pair = _COMPILED[name]
+    if not keyset.issuperset(body):
+        for key in body:
+            if key not in keyset:
+                err((p + (("key", key),), f"{name}: unknown field '{key}'", did_you_mean(str(key), spec, "fields")))
     if pair and sum(k in body for k in pair) != 1:
         err((p, f"{name}: give exactly one of '{pair[0]}' and '{pair[1]}'", f"write {pair[0]}: ..."))
-    defines = []
-    for key, kind in spec.items():
-        optional = kind.startswith("opt:")
-        kind = kind[4:] if optional else kind
-        if key not in body:
-            if not optional and kind != "mem?":
+    new = None
+    for key, code, what, optional in fields:
+        v = body.get(key, _MISSING)
+        if v is _MISSING:
+            if not optional:
                 err((p, f"{name}: missing field '{key}'", f"add {key}: ..."))
             continue
-        v, fp = body[key], p + (key,)
-        if kind == "int" or kind == "stream":
-            if not _int(v):
-                err((fp, f"{name}: '{key}' must be a whole number, got {_kind(v)}", f"write {key}: 0"))
-            elif key in ("size", "capacity") and v < 0:
-                err((fp, f"{name}: '{key}' must be a byte count, got {v}", "sizes are size_t in GE: 0 or more"))
-            elif kind == "stream" and not 0 <= v < streams:
-                err((fp, f"{name}: no allocator for stream {v} (the trace has {streams} streams)",
-                     f"use a stream from 0 to {streams - 1}"))
-        elif kind == "str":
-            if not isinstance(v, str):
-                err((fp, f"{name}: '{key}' must be a name, got {_kind(v)}", f"write {key}: NAME"))
-        elif kind == "ints":
-            if not isinstance(v, list) or not all(_int(x) for x in v):
-                err((fp, f"{name}: '{key}' must be a list of whole numbers", f"write {key}: [0, 1]"))
-        elif kind == "pairs":
-            ok = isinstance(v, list) and all(
-                (isinstance(x, list) and len(x) == 2 and all(_int(y) for y in x))
-                or (isinstance(x, dict) and set(x) == {"src", "dst"} and all(_int(y) for y in x.values())) for x in v)
-            if not ok:
-                err((fp, f"{name}: '{key}' must be a list of [src, dst] pairs", "write infos: [[0, 1], [1, 0]]"))
-        elif kind.startswith("new:"):
-            if not isinstance(v, str):
-                err((fp, f"{name}: '{key}' must be a name, got {_kind(v)}", "write as: b0"))
-            else:
-                defines.append((kind[4:], v))
-        else:
-            what = "mem" if kind == "mem?" else kind
-            if kind == "mem?" and v is None:
+        if code == _REF:
+            if isinstance(v, str) and v in names[what]:
+                continue
+            if v is None and what == "mem" and key == "mem" and name == "reinit":
                 continue
             if not isinstance(v, str):
-                err((fp, f"{name}: '{key}' must be a {what} name, got {_kind(v)}", f"write {key}: NAME"))
-            elif v not in names[what]:
-                err((fp, f"{name}: unknown {what} '{v}'", _name_hint(v, names[what], what)))
-    for what, v in defines:
-        names[what].add(v)
+                err((p + (key,), f"{name}: '{key}' must be a {what} name, got {_kind(v)}", f"write {key}: NAME"))
+            else:
+                err((p + (key,), f"{name}: unknown {what} '{v}'", _name_hint(v, names[what], what)))
+        elif code <= _STREAM:
+            if type(v) is not int:
+                err((p + (key,), f"{name}: '{key}' must be a whole number, got {_kind(v)}", f"write {key}: 0"))
+            elif v < 0 and key in ("size", "capacity"):
+                err((p + (key,), f"{name}: '{key}' must be a byte count, got {v}", "sizes are size_t in GE: 0 or more"))
+            elif code == _STREAM and not 0 <= v < streams:
+                err((p + (key,), f"{name}: no allocator for stream {v} (the trace has {streams} streams)",
+                     f"use a stream from 0 to {streams - 1}"))
+        elif code == _NEW:
+            if not isinstance(v, str):
+                err((p + (key,), f"{name}: '{key}' must be a name, got {_kind(v)}", "write as: b0"))
+            else:
+                new = (what, v)
+        elif code == _STR:
+            if not isinstance(v, str):
+                err((p + (key,), f"{name}: '{key}' must be a name, got {_kind(v)}", f"write {key}: NAME"))
+        elif code == _INTS:
+            if not isinstance(v, list) or not all(type(x) is int for x in v):
+                err((p + (key,), f"{name}: '{key}' must be a list of whole numbers", f"write {key}: [0, 1]"))
+        elif not _pairs(v):
+            err((p + (key,), f"{name}: '{key}' must be a list of [src, dst] pairs", "write infos: [[0, 1], [1, 0]]"))
+    if new is not None:
+        names[new[0]].add(new[1])
 
+
+def _pairs(v) -> bool:
+    return isinstance(v, list) and all(
+        (isinstance(x, list) and len(x) == 2 and all(_int(y) for y in x))
+        or (isinstance(x, dict) and set(x) == {"src", "dst"} and all(_int(y) for y in x.values())) for x in v)
+
+
+_MISSING = object()
+_INT, _STREAM, _STR, _INTS, _PAIRS, _NEW, _REF = range(7)
+_CODES = {"int": _INT, "stream": _STREAM, "str": _STR, "ints": _INTS, "pairs": _PAIRS}
+
+
+def _compile(spec: dict) -> tuple:
+    fields = []
+    for key, kind in spec.items():
+        optional = kind.startswith("opt:") or kind == "mem?"
+        kind = kind[4:] if kind.startswith("opt:") else kind.rstrip("?")
+        if kind.startswith("new:"):
+            fields.append((key, _NEW, kind[4:], optional))
+        elif kind in _CODES:
+            fields.append((key, _CODES[kind], "", optional))
+        else:
+            fields.append((key, _REF, kind, optional))
+    return frozenset(spec), tuple(fields), None
+
+
+_COMPILED = {name: _compile(spec) for name, spec in OPS.items() if isinstance(spec, dict)}
+for _name, _pair in ONE_OF.items():
+    _COMPILED[_name] = _COMPILED[_name][:2] + (_pair,)
 
 def _name_hint(name: str, known: set, what: str) -> str:
     if not known:

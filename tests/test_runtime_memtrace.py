@@ -124,3 +124,24 @@ def test_html_output_path_checked_first(tmp_path, capsys):
     assert main(["runtime", "memtrace", str(trace), "--html", str(tmp_path / "no" / "x.html")]) == 2
     out, err = capsys.readouterr()
     assert out == "" and "x.html" in err
+
+
+def test_html_picture(tmp_path, capsys):
+    trace = {"streams": 2, "ops": [{"malloc": {"stream": 0, "size": 64, "as": "a<b>"}},
+                                   {"new_access": {"block": "a<b>", "src": 0, "dst": 1}},
+                                   {"free": {"block": "a<b>", "stream": 0}},
+                                   {"free": {"block": "a<b>", "stream": 1}},
+                                   {"sync_local_recycle": {"block": "a<b>", "src": 0, "dst": 1}},
+                                   {"malloc": {"stream": 1, "size": 64, "as": "c"}}]}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(trace))
+    pages = []
+    for _ in range(2):
+        assert main(["runtime", "memtrace", str(path), "--html", str(tmp_path / "p.html")]) == 0
+        pages.append((tmp_path / "p.html").read_text())
+    capsys.readouterr()
+    page = pages[0]
+    assert pages[0] == pages[1]
+    assert page.count("<rect") == 2                    # a<b> on stream 0 and c on stream 1, still held
+    assert page.count("<circle") == 3                  # local on 0, local on 1, borrow on 1
+    assert "step 4: borrow of a&lt;b&gt; on stream 1" in page and "a<b>" not in page

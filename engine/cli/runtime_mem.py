@@ -56,11 +56,12 @@ def cmd_memtrace(args) -> int:
     files.claim("-", STDOUT)
     rules = _rules(args.rules)
     trace = load_trace(args.trace, rules)
-    result = simulate(trace, rules, args.state)
+    timeline: list = []
+    result = simulate(trace, rules, args.state, timeline)
     outputs = [(STDOUT, _dump(result))]
     if args.html:
         from engine.runtime.picture import render_html
-        outputs.append((args.html, render_html(trace, result, rules).encode()))
+        outputs.append((args.html, render_html(trace, result, timeline).encode()))
     files.write(outputs)
     return 0
 

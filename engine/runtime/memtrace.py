@@ -57,6 +57,7 @@ class Runner:
             if with_state:
                 step.update(self.state())
             append(step)
+        self.timeline = world.timeline
         out: dict = {"steps": steps}
         if not with_state:
             out["final"] = self.state()
@@ -356,5 +357,11 @@ def _op_names():
     return OPS
 
 
-def simulate(trace: Trace, rules, state: str = "all") -> dict:
-    return Runner(trace, rules, state).run()
+def simulate(trace: Trace, rules, state: str = "all", timeline: list | None = None) -> dict:
+    """The steps of `trace`; `timeline` (when given) receives the run's (step, kind, stream,
+    object) records: pool acquisitions and recycles, for the picture."""
+    runner = Runner(trace, rules, state)
+    out = runner.run()
+    if timeline is not None:
+        timeline.extend(runner.timeline)
+    return out

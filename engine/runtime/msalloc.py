@@ -186,6 +186,7 @@ class BlockPool:
             self.segments += 1
         block = self.free_list.pop()
         block.reinit(birth, mem, kind, statuses)
+        birth.world.timeline.append((birth.world.step, "acquire", birth.stream, block.oid))
         return block
 
     def release(self, block: Block, statuses: dict) -> None:

@@ -175,11 +175,18 @@ class Placed:
         tensor.has_init = True
         return tensor
 
-    def _build_tensor(self, index, placement, shape, address, guarded: bool, with_guarder: str) -> str:
-        t = self.rules.nodes
-        attr = self.b.const({"output_index": index, "placement": self._pname(placement)})
-        typ = t[with_guarder] if guarded else t["build_tensor_without_guarder"]
-        return self.b.one(typ, [shape, address, attr])
+    def _build_tensor(self, index, placement, shape, address, guarded: bool, kind: str) -> str:
+        """bg::BuildTensor (a BuildTensor node guarded by FreeTensorMemory), BuildTensorWithoutGuarder
+        (the node alone) or BuildRefTensor; the Const is the BuildTensorAttr."""
+        b, t = self.b, self.rules.nodes
+        attr = b.const({"placement": self._pname(placement), "dtype": self.case.dtype, "output_index": index})
+        if kind == "build_ref_tensor" and guarded:
+            return b.one(t["build_ref_tensor"], [shape, address, attr])
+        tensor = b.one(t["build_tensor"], [shape, address, attr])
+        if kind == "build_tensor" and guarded:
+            b.one(t["free_tensor"], [tensor])
+            b.guarded.add(tensor)
+        return tensor
 
     def _pname(self, value: int) -> str:
         return next((n for n, v in self.p.items() if v == value), str(value))
@@ -391,7 +398,9 @@ def load_case(path: str, rules) -> Case:
         for key, v in (("shape", shape), ("address", address)):
             if v:
                 _check_name(v, known, errors, orr.value_loc(key))
-        outputs.append((str(shape), None if address is None else str(address), _placement(pl, rules, errors, orr.value_loc("placement"))))
+        # Note [default placement]: a ValueHolder's placement starts at 0 (kOnDeviceHbm), not -1
+        outputs.append((str(shape), None if address is None else str(address),
+                        _placement(pl if pl is not None else "hbm", rules, errors, orr.value_loc("placement"))))
         orr.done()
     lr.done()
     requests = []

@@ -17,7 +17,7 @@ STATUS_KEYS = ("failed", "param_invalid", "alloc_failed", "undefined")
 COPY_KINDS = ("make_sure_at_device", "make_sure_at_host", "host_to_device", "device_to_host")
 NODE_KEYS = ("const", "data", "init", "inner_netoutput", "free", "h2d", "d2h", "sync_stream", "at_device",
              "at_host", "at_host_without_sync", "size", "unaligned_size", "string_size", "build_tensor",
-             "build_tensor_without_guarder", "build_ref_tensor", "l1_allocator", "l2_allocators",
+             "free_tensor", "build_ref_tensor", "l1_allocator", "l2_allocators",
              "select_l2_allocator", "host_l2_allocator", "init_l2_allocator", "streams")
 
 

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ENGINE = ROOT / "engine"
 
 # bottom to top; a module may import from its own layer and the layers before it
-LAYERS = ["proto", "core", "dsl", "pack", "varmgr", "passes", "report", "diff", "cli"]
+LAYERS = ["proto", "core", "dsl", "pack", "varmgr", "runtime", "passes", "report", "diff", "cli"]
 
 
 def module_name(path: Path) -> str:

@@ -45,7 +45,7 @@ def _rules(folder: str | None):
 
 
 def _dump(obj) -> bytes:
-    return (json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+    return (json.dumps(obj, separators=(",", ":"), ensure_ascii=False, check_circular=False) + "\n").encode()
 
 
 def cmd_memtrace(args) -> int:
@@ -56,7 +56,7 @@ def cmd_memtrace(args) -> int:
     files.claim("-", STDOUT)
     rules = _rules(args.rules)
     trace = load_trace(args.trace, rules)
-    timeline: list = []
+    timeline: list | None = [] if args.html else None
     result = simulate(trace, rules, args.state, timeline)
     outputs = [(STDOUT, _dump(result))]
     if args.html:

@@ -23,9 +23,9 @@ class Event:
 
 
 class Runner:
-    def __init__(self, trace: Trace, rules, state: str = "all") -> None:
+    def __init__(self, trace: Trace, rules, state: str = "all", timeline: bool = False) -> None:
         self.rules = rules
-        self.world = World(trace.streams, trace.l1_capacity, trace.placement, rules)
+        self.world = World(trace.streams, trace.l1_capacity, trace.placement, rules, timeline)
         self.st = rules.statuses
         self.blocks: dict[str, Block | None] = {}
         self.tensors: dict[str, Tensor] = {}
@@ -247,21 +247,23 @@ class Runner:
         self.event_table = [Event(i, e["src"], e["dst"], [tuple(x) for x in e.get("free_by_src", [])],
                                   e.get("return_birth", [])) for i, e in enumerate(b)]
 
-    def _each_event(self, b, do) -> None:
-        """DoEvents: the rt events must cover the table; every id must name an event (the ids
-        before a bad one are already done, as in GE)."""
+    def _events_of(self, b) -> list[Event]:
+        """DoEvents: the rt events must cover the table and every id must name an event. Note
+        [partial events]: GE stops at a bad id after doing the ones before it; so does this (the
+        caller walks the list and fails at the first bad id)."""
         table = self.event_table
         rt = b.get("rt_events", len(table))
         if len(table) > rt:
             raise GeFailure(self.st["failed"], f"rt events ({rt}) not enough, at least {len(table)}")
-        for eid in b["ids"]:
-            if not 0 <= eid < len(table):
-                raise GeFailure(self.st["failed"], f"invalid logic event id {eid}")
-            do(self._resolved(table[eid]))
+        return table
+
+    def _event(self, table, eid: int) -> Event:
+        if not 0 <= eid < len(table):
+            raise GeFailure(self.st["failed"], f"invalid logic event id {eid}")
+        ev = table[eid]
+        return self._resolved(ev) if ev.named else ev
 
     def _resolved(self, ev: Event) -> Event:
-        if not ev.named:
-            return ev
         ev.named = False
         ev.free_by_src = [(self.blocks[x] if isinstance(x, str) else x, v) for x, v in ev.free_by_src]
         ev.return_birth = [self.blocks[x] if isinstance(x, str) else x for x in ev.return_birth]
@@ -269,29 +271,33 @@ class Runner:
 
     def op_send_events(self, b):
         alloc = self._alloc(b["allocator"])
-
-        def send(ev: Event) -> None:
+        table = self._events_of(b)
+        log = self.world.events
+        for eid in b["ids"]:
+            ev = self._event(table, eid)
             for block in alloc.local_blocks(ev.dst, None):
                 ev.free_by_src.append((block, block.version))
             ev.return_birth.extend(alloc.borrow.get_and_clear(ev.dst))
-            self.world.events.append({"kind": "rt_record", "event": ev.id})
-        self._each_event(b, send)
+            log.append({"kind": "rt_record", "event": ev.id})
 
     def op_wait_events(self, b):
         alloc = self._alloc(b["allocator"])
-
-        def wait(ev: Event) -> None:
+        table = self._events_of(b)
+        st = self.st
+        for eid in b["ids"]:
+            ev = self._event(table, eid)
             for block, version in ev.free_by_src:
                 if block is not None and version == block.version:
-                    block.sync_local(ev.src, ev.dst, self.st)
+                    block.sync_local(ev.src, ev.dst, st)
             ev.free_by_src = []
             for block in ev.return_birth:
                 alloc.birth_recycle(block)
             ev.return_birth = []
-        self._each_event(b, wait)
 
     def op_last_wait_events(self, b):
-        self._each_event(b, lambda ev: None)
+        table = self._events_of(b)
+        for eid in b["ids"]:
+            self._event(table, eid)
         allocs = self.world.allocators
         for src in allocs:
             for block in src.local_blocks(None, None):
@@ -360,7 +366,7 @@ def _op_names():
 def simulate(trace: Trace, rules, state: str = "all", timeline: list | None = None) -> dict:
     """The steps of `trace`; `timeline` (when given) receives the run's (step, kind, stream,
     object) records: pool acquisitions and recycles, for the picture."""
-    runner = Runner(trace, rules, state)
+    runner = Runner(trace, rules, state, timeline is not None)
     out = runner.run()
     if timeline is not None:
         timeline.extend(runner.timeline)

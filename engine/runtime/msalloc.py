@@ -186,7 +186,8 @@ class BlockPool:
             self.segments += 1
         block = self.free_list.pop()
         block.reinit(birth, mem, kind, statuses)
-        birth.world.timeline.append((birth.world.step, "acquire", birth.stream, block.oid))
+        if birth.world.timeline is not None:
+            birth.world.timeline.append((birth.world.step, "acquire", birth.stream, block.oid))
         return block
 
     def release(self, block: Block, statuses: dict) -> None:
@@ -357,7 +358,7 @@ class Tensor:
 class World:
     """All allocators of one run, the L1 allocators, the event table and the event log."""
 
-    def __init__(self, stream_num: int, l1_capacity: int | None, placement: str, rules) -> None:
+    def __init__(self, stream_num: int, l1_capacity: int | None, placement: str, rules, timeline: bool = True) -> None:
         self.rules = rules
         self.statuses = rules.statuses
         self.stream_num = stream_num
@@ -365,7 +366,7 @@ class World:
         self.l1_fail = False
         self.addr_count = 0
         self.events: list[dict] = []
-        self.timeline: list[tuple] = []        # (step, kind, stream, oid) for the picture
+        self.timeline: list[tuple] | None = [] if timeline else None   # (step, kind, stream, oid): the picture
         self.step = 0
         self.l1s: dict[str, L1] = {"default": L1("default", l1_capacity, self)}
         self.allocators = [None] * stream_num
@@ -381,4 +382,5 @@ class World:
 
     def recycle(self, mode: str, stream: int, block: Block) -> None:
         self.events.append({"kind": "recycle", "mode": mode, "stream": stream, "block": block.name})
-        self.timeline.append((self.step, mode, stream, block.oid))
+        if self.timeline is not None:
+            self.timeline.append((self.step, mode, stream, block.oid))

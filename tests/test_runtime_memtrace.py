@@ -145,3 +145,14 @@ def test_html_picture(tmp_path, capsys):
     assert page.count("<rect") == 2                    # a<b> on stream 0 and c on stream 1, still held
     assert page.count("<circle") == 3                  # local on 0, local on 1, borrow on 1
     assert "step 4: borrow of a&lt;b&gt; on stream 1" in page and "a<b>" not in page
+
+
+def test_event_space_names_a_block_made_too_late(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    trace = {"streams": 2, "events": [{"src": 0, "dst": 1, "return_birth": ["late"]}],
+             "ops": [{"wait_events": {"allocator": 1, "ids": [0]}},
+                     {"malloc": {"stream": 0, "size": 8, "as": "late"}}]}
+    (tmp_path / "t.json").write_text(json.dumps(trace, indent=1))
+    assert main(["runtime", "memtrace", "t.json"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("t.json:8:5: error: unknown block 'late' (no op before the first event kernel makes it)"), err

@@ -160,3 +160,33 @@ def test_bad_flags(capsys):
     assert "--from: error: unknown placement 'hbn'" in capsys.readouterr().err
     assert main(["runtime", "placement", "--to", "host"]) == 2
     assert "--from is required" in capsys.readouterr().err
+
+
+def test_registry_overrides_the_table(tmp_path, capsys):
+    # PlacedLoweringRegistry as data: a node type registered to make_sure_at_device copies host → hbm
+    # with MakeSureTensorAtDevice instead of CopyH2D
+    pack = tmp_path / "pack"
+    shutil.copytree(default_pack_dir(), pack)
+    f = pack / "runtime-memory.yaml"
+    f.write_text(f.read_text().replace("    registry: {}", "    registry: {MyOp: make_sure_at_device}"))
+    case = {"global_data": {"root_model": True}, "node": {"type": "MyOp"},
+            "holders": {"order": {"type": "Data"}, "shape": {"type": "Data"}, "address": {"type": "Data"}},
+            "lower_result": {"order_holders": ["order"],
+                             "outputs": [{"shape": "shape", "address": "address", "placement": "host"}]},
+            "requests": [{"call": "GetOutputResult", "index": 0, "placement": "hbm"}]}
+    status, out, _ = run(tmp_path, capsys, case, "--rules", str(pack))
+    assert status == 0
+    check(json.loads(out), {"type_of": "results.0.address", "is": "MakeSureTensorAtDevice"})
+    status, out, _ = run(tmp_path, capsys, case)
+    check(json.loads(out), {"type_of": "results.0.address", "is": "CopyH2D"})
+
+
+def test_output_without_desc_is_null(tmp_path, capsys):
+    case = {"global_data": {"streams": 1}, "node": {"type": "Op", "outputs": 1},
+            "holders": {"s": {"type": "Data"}, "a": {"type": "Data"}},
+            "lower_result": {"outputs": [{"shape": "s", "address": "a"}, {"shape": "s", "address": "a"}]},
+            "requests": [{"call": "GetOutputTensorResult", "index": 1, "placement": "hbm"},
+                         {"call": "GetOutputTensorResult", "index": 0, "placement": "hbm"}]}
+    _, out, _ = run(tmp_path, capsys, case)
+    doc = json.loads(out)
+    assert doc["results"][0]["null"] is True and doc["results"][1]["null"] is False

@@ -34,6 +34,7 @@ class Case:
     node_name: str
     dtype: str
     node_stream: int
+    node_outputs: int
     refed_by_ref: bool
     holders: dict
     init_nodes: list
@@ -99,6 +100,8 @@ class Placed:
         return self.create_no_dd(index, placement, stream)
 
     def create_no_dd(self, index: int, placement: int, stream: int):
+        if index >= self.case.node_outputs:       # the node has no output desc there
+            return None
         src_pl = self.addr_placement(index)
         source = self.find(index, src_pl, 0)
         target = self.find(index, placement, 0)
@@ -179,6 +182,8 @@ class Placed:
         """bg::BuildTensor (a BuildTensor node guarded by FreeTensorMemory), BuildTensorWithoutGuarder
         (the node alone) or BuildRefTensor; the Const is the BuildTensorAttr."""
         b, t = self.b, self.rules.nodes
+        if index >= self.case.node_outputs:
+            raise BuildFailure(f"the node has no output {index} (CreateBuildTensorAttr)")
         attr = b.const({"placement": self._pname(placement), "dtype": self.case.dtype, "output_index": index})
         if kind == "build_ref_tensor" and guarded:
             return b.one(t["build_ref_tensor"], [shape, address, attr])
@@ -193,10 +198,14 @@ class Placed:
 
     # -- the generators of the copy table -----------------------------------------
     def _copy(self, src: int, dst: int):
-        entry = self.rules.copy_table.get((self._pname(src), self._pname(dst)))
-        if entry is None:
-            return None
-        return getattr(self, "_gen_" + entry[0])
+        """PlacedLoweringRegistry's generator for the node type, else the copy table's."""
+        kind = self.rules.registry.get(self.case.node_type)
+        if kind is None:
+            entry = self.rules.copy_table.get((self._pname(src), self._pname(dst)))
+            if entry is None:
+                return None
+            kind = entry[0]
+        return getattr(self, "_gen_" + kind)
 
     def _size(self, dt: str, src: Out, unaligned: bool = False) -> str:
         b, t = self.b, self.rules.nodes
@@ -338,7 +347,7 @@ def case_from_flags(src, dst, data_dependent: bool, dtype, rules) -> Case:
             errors.error(Loc(flag), f"unknown placement '{value}'", did_you_mean(value, rules.placements, "placements"))
     errors.check()
     data = rules.nodes["data"]
-    return Case(1, 1, 1, "node", "node", dtype or "float", 0, False,
+    return Case(1, 1, 1, "node", "node", dtype or "float", 0, 1, False,
                 {"order": {"type": data}, "shape": {"type": data}, "address": {"type": data}}, [], [],
                 ["order"], [("shape", "address", rules.placements[src].value)],
                 [("GetOutputResult", 0, rules.placements[dst].value, data_dependent, 0)])
@@ -362,7 +371,7 @@ def load_case(path: str, rules) -> Case:
     node_type = str(nd.get("type", str, "node", required=True))
     node_name = str(nd.get("name", str, node_type))
     dtype = str(nd.get("dtype", str, "float"))
-    nd.get("outputs", int, 1)
+    node_outputs = nd.get("outputs", int, None)
     node_stream = nd.get("stream", int, 0)
     refed = nd.get("refed_by_ref", bool, False)
     nd.done()
@@ -417,7 +426,9 @@ def load_case(path: str, rules) -> Case:
         qr.done()
     top.done()
     errors.check()
-    return Case(streams, init_streams, model_num, node_type, node_name, dtype, node_stream, refed, holders,
+    if node_outputs is None:
+        node_outputs = len(outputs)
+    return Case(streams, init_streams, model_num, node_type, node_name, dtype, node_stream, node_outputs, refed, holders,
                 init_nodes, init_returns, [str(x) for x in orders], outputs, requests)
 
 

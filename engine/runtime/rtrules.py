@@ -38,6 +38,7 @@ class RuntimeRules:
     stream_bits: int
     statuses: dict[str, str]
     copy_table: dict[tuple[str, str], tuple[str, Loc]]   # (from, to) → (copy kind, where written)
+    registry: dict[str, str]                              # node type → copy kind
     nodes: dict[str, str]
     string_dtype: str
     sync_stream_key: str
@@ -68,6 +69,12 @@ def load_rules(path: str | Path | None = None) -> RuntimeRules:
     st.done()
     pl = Reader(r.get("placement", dict, {}, required=True), "placement", errors, r.loc)
     table = _copy_table(pl.get("copy_table", list, [], required=True), placements, errors, pl.loc)
+    reg = pl.get("registry", dict, {}) or {}
+    for typ, kind in reg.items():
+        if kind not in COPY_KINDS:
+            from engine.core.errors import did_you_mean
+            errors.error(getattr(reg, "value_locs", {}).get(typ, pl.loc), f"registry: unknown copy '{kind}' for {typ}",
+                         did_you_mean(str(kind), COPY_KINDS, "copies"))
     nr = Reader(pl.get("nodes", dict, {}, required=True), "placement.nodes", errors, pl.loc)
     nodes = {k: str(nr.get(k, str, k, required=True)) for k in NODE_KEYS}
     nr.done()
@@ -80,7 +87,7 @@ def load_rules(path: str | Path | None = None) -> RuntimeRules:
     r.done()
     errors.check()
     return RuntimeRules(placements, frozenset(map(str, hnf)), max_streams, segment, bits, statuses, table,
-                        nodes, string_dtype, sync_key, usages, str(path))
+                        {str(k): str(v) for k, v in reg.items()}, nodes, string_dtype, sync_key, usages, str(path))
 
 
 @lru_cache(maxsize=4)

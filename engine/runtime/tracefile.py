@@ -54,6 +54,7 @@ OPS: dict[str, dict[str, str]] = {
 ONE_OF = {"sync_local_recycle": ("block", "block_of"), "sync_all_local_recycle": ("block", "block_of"),
           "pool_acquire": ("mem", "size")}
 TOP_KEYS = ("streams", "l1", "events", "ops", "placement")
+EVENT_OPS = ("send_events", "wait_events", "last_wait_events")
 
 
 class Trace:
@@ -155,11 +156,21 @@ def _check(doc, rules, problems: list, file: str) -> Trace:
              "write ops: [{malloc: {stream: 0, size: 1024, as: b0}}]"))
         ops = []
     for i, op in enumerate(ops):
+        if later and isinstance(op, dict) and len(op) == 1 and next(iter(op)) in EVENT_OPS:
+            _check_later(later, names, err)      # the first event kernel reads the table's spaces
         _check_op(op, i, streams, names, err, later)
-    for path, name in later:     # event spaces may name blocks the trace makes later
-        if name not in names["block"]:
-            err((path, f"unknown block '{name}'", _name_hint(name, names["block"], "block")))
+    _check_later(later, names, err)
     return Trace(streams, capacity, placement, events, ops, file)
+
+
+def _check_later(later: list, names: dict, err) -> None:
+    """Event spaces name blocks: each must be made by an op before an event kernel reads it."""
+    for path, name in later:
+        if name not in names["block"]:
+            err((path, f"unknown block '{name}' (no op before the first event kernel makes it)",
+                 did_you_mean(name, names["block"], "blocks") if names["block"]
+                 else "make it with an op's 'as:' before the first send/wait/last_wait"))
+    later.clear()
 
 
 def _int(v) -> bool:
@@ -219,7 +230,9 @@ def _check_op(op, i, streams, names, err, later) -> None:
         if not isinstance(body, list):
             err((p, f"{name}: must be a list of events", "write [{src: 0, dst: 1}]"))
         else:
-            _check_events(body, p, streams, err, later)
+            mine: list = []
+            _check_events(body, p, streams, err, mine)
+            _check_later(mine, names, err)
         return
     if not isinstance(body, dict):
         err((p, f"{name}: its fields must be a mapping, got {_kind(body)}", f"fields: {', '.join(spec)}"))

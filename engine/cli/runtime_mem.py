@@ -34,13 +34,19 @@ def register(subparsers) -> None:
 
 
 def _rules(folder: str | None):
-    from engine.runtime.rtrules import FILE_NAME, default_rules, load_rules
-    if folder is None:
-        return default_rules()
+    """The runtime-memory rules of the pack the command uses (pack discovery as every command
+    does); an overlay without its own file reads its base's."""
     from engine.cli.common import pack_dir
-    path = pack_dir(folder) / FILE_NAME
-    if not path.is_file():
-        raise InputError(Problem(Loc(str(path)), f"the pack has no {FILE_NAME}", "copy rules/ge/" + FILE_NAME))
+    from engine.core.resources import default_pack_dir
+    from engine.pack.overlay import base_chain
+    from engine.runtime.rtrules import FILE_NAME, default_rules, load_rules
+    found = pack_dir(folder)
+    if found.resolve() == default_pack_dir().resolve():
+        return default_rules()
+    path = next((p / FILE_NAME for p in base_chain(found) if (p / FILE_NAME).is_file()), None)
+    if path is None:
+        raise InputError(Problem(Loc(str(found)), f"the pack has no {FILE_NAME}",
+                                 f"copy rules/ge/{FILE_NAME} into it, or give it base: ../ge"))
     return load_rules(path)
 
 

@@ -36,7 +36,7 @@ def output_names(graph: str) -> tuple[str, str, str]:
 
 def run_one(task: dict) -> dict:
     """One graph's run: its status, counts and output bytes (runs in a worker)."""
-    from engine.cli.common import run_graph
+    from engine.cli.common import gated_findings, run_graph, runtime_section
     from engine.core.dumpio import model_to_text, serialize_model
     from engine.passes.catalog import load_pack
     from engine.report.model import build_report, report_json
@@ -61,14 +61,12 @@ def run_one(task: dict) -> dict:
             data = serialize_model(ctx.model)
             files = [(names[0], data if names[0].endswith(".pb") else model_to_text(data))]
             report = build_report(ctx, shown, before)
-            from engine.cli.run import _runtime
-            _runtime(args, ctx, report)             # --runtime: the If/Case section, as a single run adds it
+            runtime_section(args, ctx, report)      # --runtime: the If/Case section, as a single run adds it
             files.append((names[1], report_json(report)))
             if task["html"]:
                 from engine.report.html import render_html
                 files.append((names[2], render_html(report, ctx).encode()))
             out["outputs"] = files
-        from engine.cli.run import gated_findings
         out["gated"] = gated_findings(ctx, task["fail_on"])
         if out["gated"]:
             out["status"] = 3
@@ -92,7 +90,7 @@ def run_one(task: dict) -> dict:
 def cmd_run_many(args) -> int:
     from engine.cli.common import pack_dir, parse_options
     from engine.cli.outputs import Outputs, OutputError
-    from engine.cli.run import _fail_on
+    from engine.cli.common import fail_on_gates
     from engine.core.io import collect_graphs
     from engine.core.parallel import check_jobs, map_ordered
 
@@ -106,7 +104,7 @@ def cmd_run_many(args) -> int:
     if not graphs:
         raise InputError(Problem(Loc("GRAPH"), "no graph files found", "give GE dumps or YAML graphs, or folders of them"))
     jobs = check_jobs(args.jobs if args.jobs is not None else 1, args.scheduler)
-    gates = _fail_on(args.fail_on)
+    gates = fail_on_gates(args.fail_on)
     parse_options(args.option)                      # malformed KEY=VALUE: exit 2 now, not per graph
     folder = str(pack_dir(args.rules))
     files = Outputs()

@@ -84,3 +84,46 @@ def run_graph(args, progress, pack=None):
         progress.stage(f"pass {k}/{len(passes)} {spec.id}", lambda: len(ctx.insertions))
         run_passes(ctx, [spec])
     return ctx, before
+
+
+# ---- what `run` adds to a report and how it gates (single and batch runs) ------------
+def runtime_section(args, ctx, report: dict) -> dict | None:
+    """`--runtime`: the If/Case records of the graph after the passes, added to the report."""
+    if not getattr(args, "runtime", False):
+        return None
+    from engine.runtime.report import runtime_records, runtime_section
+    records = runtime_records(ctx.model, ctx.pack, args.graph)
+    report["runtime"] = records
+    report["sections"].append(runtime_section(records))
+    return records
+
+
+FAIL_ON_KINDS = ("insertions", "warnings")
+
+
+def fail_on_gates(items: list[str] | None) -> list[str]:
+    """The `--fail-on` gates: `insertions`, `warnings`, or diagnostic codes (W18888)."""
+    import re
+    gates = []
+    for item in items or ():
+        item = item.strip()
+        if item not in FAIL_ON_KINDS and not re.fullmatch(r"[A-Z]+[0-9]+", item):
+            raise InputError(Problem(Loc("--fail-on"), f"unknown --fail-on '{item}'",
+                                     "give a diagnostic code (e.g. W18888), 'insertions' or 'warnings'"))
+        gates.append(item)
+    return gates
+
+
+def gated_findings(ctx, gates: list[str]) -> list[str]:
+    """One line per gate the run's findings trip (empty: none)."""
+    held = []
+    for gate in dict.fromkeys(gates):
+        if gate == "insertions":
+            n = len(ctx.insertions)
+        elif gate == "warnings":
+            n = sum(1 for d in ctx.diagnostics if d.severity == "warning")
+        else:
+            n = sum(1 for d in ctx.diagnostics if d.code == gate)
+        if n:
+            held.append(f"{n} {gate if gate in FAIL_ON_KINDS else gate + ' diagnostic(s)'}")
+    return held

@@ -7,7 +7,7 @@ from pathlib import Path
 from engine.core.errors import InputError, Loc, PassFailure, Problem, display_path
 from engine.core.io import YAML_SUFFIXES, load_graph
 from engine.core.importers.detect import FORMATS
-from engine.cli.common import note_graph, pack_dir, run_graph
+from engine.cli.common import fail_on_gates, gated_findings, note_graph, pack_dir, run_graph, runtime_section
 
 RULES_HELP = ("rule pack folder (default: $MEMCONFLICT_RULES, else [tool.memconflict] rules in the nearest "
               "pyproject.toml/memconflict.toml, else the installed GE pack)")
@@ -88,7 +88,7 @@ def cmd_run(args) -> int:
     from engine.report.model import build_report, report_json
     from engine.report.text import Progress, summary_text
 
-    gates = _fail_on(args.fail_on)
+    gates = fail_on_gates(args.fail_on)
     files = Outputs()
     files.claim("--out", args.out)
     files.claim("--report-json", args.report_json)
@@ -105,7 +105,7 @@ def cmd_run(args) -> int:
             data = serialize_model(ctx.model)
             outputs.append((args.out, data if is_binary_path(args.out) else model_to_text(data)))
         report = build_report(ctx, display_path(args.graph), before)
-        runtime = _runtime(args, ctx, report)
+        runtime = runtime_section(args, ctx, report)
         if args.report_json:
             outputs.append((args.report_json, report_json(report)))
         if args.report_html:
@@ -122,48 +122,6 @@ def cmd_run(args) -> int:
         sys.stderr.write(f"memconflict: --fail-on: {'; '.join(held)}\n")
         return 3
     return 0
-
-
-def _runtime(args, ctx, report: dict) -> dict | None:
-    """`--runtime`: the If/Case records of the graph after the passes, added to the report."""
-    if not getattr(args, "runtime", False):
-        return None
-    from engine.runtime.report import runtime_records, runtime_section
-    records = runtime_records(ctx.model, ctx.pack, args.graph)
-    report["runtime"] = records
-    report["sections"].append(runtime_section(records))
-    return records
-
-
-FAIL_ON_KINDS = ("insertions", "warnings")
-
-
-def _fail_on(items: list[str] | None) -> list[str]:
-    """The `--fail-on` gates: `insertions`, `warnings`, or diagnostic codes (W18888)."""
-    import re
-    gates = []
-    for item in items or ():
-        item = item.strip()
-        if item not in FAIL_ON_KINDS and not re.fullmatch(r"[A-Z]+[0-9]+", item):
-            raise InputError(Problem(Loc("--fail-on"), f"unknown --fail-on '{item}'",
-                                     "give a diagnostic code (e.g. W18888), 'insertions' or 'warnings'"))
-        gates.append(item)
-    return gates
-
-
-def gated_findings(ctx, gates: list[str]) -> list[str]:
-    """One line per gate the run's findings trip (empty: none)."""
-    held = []
-    for gate in dict.fromkeys(gates):
-        if gate == "insertions":
-            n = len(ctx.insertions)
-        elif gate == "warnings":
-            n = sum(1 for d in ctx.diagnostics if d.severity == "warning")
-        else:
-            n = sum(1 for d in ctx.diagnostics if d.code == gate)
-        if n:
-            held.append(f"{n} {gate if gate in FAIL_ON_KINDS else gate + ' diagnostic(s)'}")
-    return held
 
 
 def cmd_explain(args) -> int:

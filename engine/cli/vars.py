@@ -208,6 +208,7 @@ def plan_json(vm: VarManager, plans: list[tuple[str, GraphPlan]]) -> dict:
         "memory": {_type_name(vm, rt): {"var_mem_size": mem.var_mem_size,
                                         "session_size": vm.get_var_mem_size(rt)}
                    for rt, mem in sorted(vm.mem_resources.items())},
+        "pools": vm.mem_manager.pools() if vm.mem_manager is not None else {},
         "graphs": [{
             "graph_id": plan.graph_id, "graph": plan.graph, "file": file,
             "variables": [{
@@ -255,6 +256,10 @@ def render_plan(vm: VarManager, plans: list[tuple[str, GraphPlan]], runs: list[d
     for rt, mem in sorted(vm.mem_resources.items()):
         lines.append(f"{_type_name(vm, rt)}: {mem.var_mem_size} bytes of variable space in use "
                      f"({vm.get_var_mem_size(rt)} session-owned)")
+    for name, pool in (vm.mem_manager.pools() if vm.mem_manager is not None else {}).items():
+        if pool["used"]:
+            lines.append(f"{name} pool: {pool['used']} of {pool['size'] if pool['size'] is not None else 'unbounded'}"
+                         " bytes taken")
     if rebuild:
         lines.append("graphs to rebuild (a variable they hold changed format): "
                      + ", ".join(str(g) for g in rebuild))

@@ -196,6 +196,8 @@ class AttrNames:
 class OptionKeys:
     evaluate_mode: str
     huge_page: str
+    rdma_pool_size: str
+    host_memory_size: str
     loc: Loc
 
 

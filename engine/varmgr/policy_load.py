@@ -113,7 +113,8 @@ def build_policy(doc, errors: Collector) -> VarPolicy:
     size.done()
     reuse = _reuse_rules(top, errors)
     opts = top.sub("options")
-    options = OptionKeys(opts.str("evaluate_mode"), opts.str("huge_page"), opts.loc)
+    options = OptionKeys(opts.str("evaluate_mode"), opts.str("huge_page"), opts.str("rdma_pool_size"),
+                         opts.str("host_memory_size"), opts.loc)
     opts.done()
     fusion = _fusion(top.sub("format_fusion"), errors)
     names = _node_names(top.sub("node_names"), errors)

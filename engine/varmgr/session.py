@@ -72,8 +72,45 @@ def open_session(pool: VarManagerPool, session: int | None, memory_size: int | N
         except VarError as exc:
             raise InputError(Problem(Loc("--memory-size"), exc.message, "use a smaller size")) from None
     vm.options.update(options)
-    vm.mem_manager = DeviceMemory()          # simulated pools for RDMA / host variables
+    vm.mem_manager = session_memory(pool.policy, options, [vm])     # simulated device, RDMA and host memory
     return vm
+
+
+def _byte_option(options: dict[str, str], key: str) -> int | None:
+    text = options.get(key)
+    if text is None:
+        return None
+    try:
+        value = int(text, 0)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise InputError(Problem(Loc("--option"), f"{key}={text}: not a byte count",
+                                 f"write e.g. --option {key}=1048576"))
+    return value
+
+
+def session_memory(policy: VarPolicy, options: dict[str, str], managers) -> DeviceMemory:
+    """The simulated MemManager the sessions of one command share (GE's is process-wide).
+
+    Pool memory that restored sessions already hold (their RDMA / host pointers) is kept
+    out of the new pools, so no two variables share bytes.
+    """
+    from engine.varmgr.policy import Allocator
+    keys = policy.options
+    memory = DeviceMemory.for_session(_byte_option(options, keys.rdma_pool_size),
+                                      _byte_option(options, keys.host_memory_size))
+    ends = {Allocator.RDMA_POOL: 0, Allocator.HOST_POOL: 0}
+    for vm in managers:
+        res = vm.var_resource
+        for entry in (res.var_addr_mgr_map.values() if res is not None else ()):
+            spec = policy.mem_type_by_rt(entry.memory_type)
+            if spec is not None and spec.allocator in ends:
+                ends[spec.allocator] = max(ends[spec.allocator], entry.address + max(entry.desc.size, 1))
+    memory.rdma.reserve(ends[Allocator.RDMA_POOL])
+    if ends[Allocator.HOST_POOL] > memory.host.base:
+        memory.host.used = max(memory.host.used, (ends[Allocator.HOST_POOL] - memory.host.base + 511) // 512 * 512)
+    return memory
 
 
 class VarStore:
@@ -92,6 +129,7 @@ class VarStore:
         self.path = path
         self.pool = VarManagerPool(policy)
         self.sessions: dict[int, VarSession] = {}
+        self.memory: DeviceMemory | None = None
         if path is not None and Path(path).exists():
             for info in load_sessions(path, policy):
                 try:
@@ -100,7 +138,6 @@ class VarStore:
                     raise InputError(Problem(Loc(display_path(path)), f"cannot restore session "
                                              f"{info.session_id}: {exc.message}",
                                              "the file is corrupt or from an incompatible version")) from None
-                vm.mem_manager = DeviceMemory()
                 self.sessions[info.session_id] = VarSession(self.pool, vm, restored_ctrl(vm),
                                                             next_graph_id(vm))
 
@@ -113,6 +150,11 @@ class VarStore:
             got = self.sessions[session_id] = VarSession(self.pool, vm, GraphRebuildStateCtrl(self.policy))
         else:
             got.manager.options.update(options or {})
+        if self.memory is None:       # one simulated MemManager for the command, as GE's is per process
+            self.memory = session_memory(self.policy, dict(options or {}),
+                                         [s.manager for s in self.sessions.values()])
+        for s in self.sessions.values():
+            s.manager.mem_manager = self.memory
         return got
 
     def encode(self, text: bool) -> bytes:

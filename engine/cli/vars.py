@@ -216,6 +216,7 @@ def plan_json(vm: VarManager, plans: list[tuple[str, GraphPlan]]) -> dict:
                 "memory_type": e.memory_type, "size": e.size, "offset": e.offset,
                 "address": e.address, "footprint": e.footprint, "decision": e.decision,
             } for e in plan.entries],
+            "batch_variables": dict(plan.batch_names),
             "broadcasts": [{
                 "var_name": b.var_name, "broadcast_name": b.broadcast_name, "idx": b.idx,
                 "input_offset": b.input_offset, "input_size": b.input_size,

@@ -30,7 +30,9 @@ def open_store(path: str | None, pack, what: str = "--var-state") -> VarStore:
 
 def begin_graph(session: VarSession, model) -> int:
     """GraphManager::AddGraph: the graph's variables become its rebuild resources."""
+    from engine.varmgr.placement import register_batch_variables
     session.ctrl.add_graph(session.graph_id, model)
+    register_batch_variables(model, session.manager)     # MultiBatchClonePass runs before the variable passes
     return session.graph_id
 
 

@@ -246,6 +246,7 @@ class VarPolicy:
     format_fusion: FormatFusion
     node_names: NodeNames
     framework_ref_ports: tuple[FrameworkRefPorts, ...]
+    batch_name_postfix: str
     _rules_by_kind: dict = field(init=False, repr=False, compare=False)
     _types_by_rt: dict = field(init=False, repr=False, compare=False)
 

@@ -119,9 +119,10 @@ def build_policy(doc, errors: Collector) -> VarPolicy:
     fusion = _fusion(top.sub("format_fusion"), errors)
     names = _node_names(top.sub("node_names"), errors)
     framework = _framework_ref_ports(top.sub("framework_ref_ports"), errors)
+    batch_postfix = top.str("batch_name_postfix")
     top.done()
     return VarPolicy(top.loc.file, version, op_types, attrs, var_key, memory, mem_types,
-                     selection, size_rule, reuse, options, fusion, names, framework)
+                     selection, size_rule, reuse, options, fusion, names, framework, batch_postfix)
 
 
 def _framework_ref_ports(m: _Map, errors: Collector) -> tuple[FrameworkRefPorts, ...]:

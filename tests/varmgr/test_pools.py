@@ -80,3 +80,32 @@ def test_host_memory_type_is_a_policy_edit(pack_copy, tmp_path, capsys):
     assert doc["memory"]["HOST"]["var_mem_size"] == 64 + 448
     assert main(["vars", "plan", g, "--rules", str(pack_copy), "--option", "context.hostMemorySize=600"]) == 1
     assert "malloc host memory fail, var_size:448, var_name:h2" in capsys.readouterr().err
+
+
+def test_batch_variables_share_their_variable(tmp_path, capsys):      # multi_batch_trans_road, restated
+    from .conftest import NCHW
+    b = GraphBuilder("batch")
+    d4 = desc((2, 3, 4, 5), NCHW, origin_dims=(2, 3, 4, 5))
+    d5 = desc((2, 1, 4, 5, 16), 3, origin_dims=(2, 3, 4, 5))
+    for name in ("var1", "var1_ascend_mbatch_batch_0", "var1_ascend_mbatch_batch_1"):
+        b.op(name, "Variable", outs=[d4])
+        b.op(f"{name}_td", "TransData", inputs=[f"{name}:0"], outs=[d5])
+    p = tmp_path / "batch.pbtxt"
+    save_model(b.build(), p)
+    plan, out = tmp_path / "p.json", tmp_path / "o.pbtxt"
+    assert main(["vars", "plan", str(p), "--json", str(plan), "--out", str(out)]) == 0
+    g = json.loads(plan.read_text())["graphs"][0]
+    assert g["batch_variables"] == {"var1_ascend_mbatch_batch_0": "var1", "var1_ascend_mbatch_batch_1": "var1"}
+    rows = {v["node"]: v for v in g["variables"]}
+    assert {v["var_key"] for v in rows.values()} == {"var10_0"}
+    assert len({v["address"] for v in rows.values()}) == 1             # one block for the three
+    assert [rows[n]["decision"] for n in ("var1_ascend_mbatch_batch_0", "var1_ascend_mbatch_batch_1")] \
+        == ["already placed", "already placed"]
+    from engine.core.dumpio import load_model
+    assert load_model(out).root.find("var1_td") is not None     # VariableOpPass: batch memory shared, no fusion
+    single = GraphBuilder("single")
+    single.op("var1", "Variable", outs=[d4])
+    single.op("var1_td", "TransData", inputs=["var1:0"], outs=[d5])
+    save_model(single.build(), p)
+    assert main(["vars", "plan", str(p), "--out", str(out)]) == 0
+    assert load_model(out).root.find("var1_td") is None          # without batch copies it is fused

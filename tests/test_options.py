@@ -136,5 +136,8 @@ def test_a_pack_without_options_accepts_any_key_as_text():
 def test_every_option_the_variable_policy_reads_is_declared():
     declared = shared_pack().options
     policy = default_policy()
-    for key in (policy.options.evaluate_mode, policy.options.huge_page, policy.size_rule.padding_option):
+    import dataclasses
+    keys = [getattr(policy.options, f.name) for f in dataclasses.fields(policy.options)] + [policy.size_rule.padding_option]
+    assert len(keys) >= 3
+    for key in keys:
         assert key in declared, key

@@ -52,8 +52,9 @@ def pack_dir(value, option: str = "--rules"):
     return find_pack(value, option)[0]
 
 
-def run_graph(args, progress, pack=None):
-    """Load the pack (unless given) and the graph, run the passes; returns (ctx, graph stats before)."""
+def run_graph(args, progress, setup=None, pack=None):
+    """Load the pack (unless given) and the graph, run the passes; returns (ctx, graph stats before).
+    `setup(ctx)`, when given, runs before the passes (run --var-state opens its session there)."""
     from engine.passes.context import RunContext
     from engine.passes.catalog import load_pack
     from engine.report.model import graph_stats
@@ -79,6 +80,8 @@ def run_graph(args, progress, pack=None):
     passes = resolve_passes(pack, ids, options)
     ctx = RunContext(pack, model, options)
     check_graph(ctx)
+    if setup is not None:
+        setup(ctx)
     before = graph_stats(model)
     for k, spec in enumerate(passes, 1):   # one at a time, for the progress line
         progress.stage(f"pass {k}/{len(passes)} {spec.id}", lambda: len(ctx.insertions))

@@ -32,6 +32,11 @@ def add_commands(sub) -> None:
     r.add_argument("--report-json", metavar="R.json")
     r.add_argument("--report-html", metavar="R.html")
     r.add_argument("--quiet", action="store_true", help="print nothing on success")
+    r.add_argument("--var-state", metavar="STATE.pb",
+                   help="variable sessions (VarManagerPool) to compile in: read if the file exists, "
+                        "written back after the run with the graph's variables placed")
+    r.add_argument("--session", type=int, default=0, metavar="ID",
+                   help="the session of --var-state the graph is compiled in (default 0)")
     r.add_argument("--fail-on", action="append", metavar="CODE|insertions|warnings",
                    help="exit 3 when the run has such findings: a diagnostic code (W18888), any inserted "
                         "node, or any warning; outputs are still written (repeatable)")
@@ -93,14 +98,21 @@ def cmd_run(args) -> int:
     files.claim("--out", args.out)
     files.claim("--report-json", args.report_json)
     files.claim("--report-html", args.report_html)
+    files.claim("--var-state", args.var_state)
+    var = _VarState(args) if args.var_state else None
     with Progress(sys.stderr, enabled=not args.quiet) as progress:
         try:
-            ctx, before = run_graph(args, progress)
+            ctx, before = run_graph(args, progress, var.setup if var else None)
+            if var:
+                progress.stage("placing variables")
+                var.finish(ctx)
         except PassFailure as exc:
             sys.stderr.write(f"memconflict: {exc}\n")
             return 1
         progress.stage("writing outputs")
         outputs: list[tuple[str, bytes]] = []
+        if var:
+            outputs.append((args.var_state, var.encoded()))
         if args.out:
             data = serialize_model(ctx.model)
             outputs.append((args.out, data if is_binary_path(args.out) else model_to_text(data)))
@@ -122,6 +134,29 @@ def cmd_run(args) -> int:
         sys.stderr.write(f"memconflict: --fail-on: {'; '.join(held)}\n")
         return 3
     return 0
+
+
+class _VarState:
+    """run --var-state: the run compiles its graph in session --session of the state file."""
+
+    def __init__(self, args):
+        self.args = args
+        self.store = self.session = None
+
+    def setup(self, ctx) -> None:
+        from engine.cli.varstate import begin_graph, open_store
+        self.store = open_store(self.args.var_state, ctx.pack)
+        self.session = self.store.session(self.args.session, dict(ctx.options))
+        ctx.var_session = self.session
+        begin_graph(self.session, ctx.model)
+
+    def finish(self, ctx) -> None:
+        from engine.cli.varstate import end_graph
+        end_graph(self.session, ctx.model, self.args.graph)
+
+    def encoded(self) -> bytes:
+        from engine.cli.varstate import encoded
+        return encoded(self.store, self.args.var_state)
 
 
 def cmd_explain(args) -> int:

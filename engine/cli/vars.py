@@ -2,7 +2,8 @@
 
     memconflict vars plan GRAPH... [--session ID] [--memory-size BYTES] [--option K=V]...
                           [--out OUT.pbtxt]... [--save-state STATE.pb] [--load-state STATE.pb]
-                          [--json PLAN.json] [--rules DIR]
+                          [--var-state STATE.pb] [--plan-only] [--json PLAN.json] [--rules DIR]
+    memconflict vars cache-check STATE.pb GRAPH [--session ID] [--rules DIR]
     memconflict vars addr STATE.pb LOGICAL_ADDR [--memory-type NAME] [--device N] [--rules DIR]
 
 Exit status: 0 ok; 1 a failure GE reports (the message names the variable and
@@ -21,12 +22,13 @@ from engine.core.resources import default_pack_dir
 from engine.varmgr.desc import TensorDesc
 from engine.varmgr.manager import VarManager, VarManagerPool
 from engine.varmgr.physical import check_init_value
-from engine.varmgr.placement import GraphPlan, plan_graph
+from engine.varmgr.placement import GraphPlan
 from engine.varmgr.policy import VarPolicy
 from engine.pack.overlay import base_chain
 from engine.varmgr.policy_load import default_policy, load_policy
-from engine.varmgr.records import VarError
+from engine.varmgr.rebuild import GraphRebuildStateCtrl
 from engine.varmgr.session import open_session
+from engine.cli.varstate import begin_graph, end_graph, pack_policy
 from engine.varmgr.state import encode, is_text_path, to_info
 
 
@@ -45,8 +47,19 @@ def add_commands(subparsers) -> None:
     p.add_argument("--save-state", metavar="STATE.pb", help="write the session as deployer.VarManagerInfo")
     p.add_argument("--load-state", metavar="STATE.pb", help="start from a saved session")
     p.add_argument("--json", metavar="PLAN.json", help="write the plan as JSON")
+    p.add_argument("--var-state", metavar="STATE.pb",
+                   help="the sessions (VarManagerPool) to compile in: read if the file exists, written back")
+    p.add_argument("--plan-only", action="store_true",
+                   help="only place the variables (no variable passes before the placement)")
     p.add_argument("--rules", metavar="DIR", help="rule pack folder holding variables.yaml")
     p.set_defaults(func=cmd_plan)
+    c = sub.add_parser("cache-check", help="can a compiled graph be loaded from cache in this session "
+                                            "(ModelCache's variable-description match)")
+    c.add_argument("state", metavar="STATE.pb")
+    c.add_argument("graph", metavar="GRAPH", help="the compiled graph of the cached model")
+    c.add_argument("--session", type=int, default=None, help="session of STATE (default: its only one)")
+    c.add_argument("--rules", metavar="DIR")
+    c.set_defaults(func=cmd_cache_check)
     a = sub.add_parser("addr", help="resolve a logical address as GetVarMemoryAddr does")
     a.add_argument("state", metavar="STATE.pb")
     a.add_argument("logical", metavar="LOGICAL_ADDR", help="decimal or 0x-hex")
@@ -79,8 +92,7 @@ def _options(items, rules=None) -> dict[str, str]:
 
 # ---- plan -------------------------------------------------------------------------
 def cmd_plan(args) -> int:
-    from engine.core.dumpio import load_model, model_to_text, serialize_model, is_binary_path
-    policy = _policy(args.rules)
+    from engine.core.dumpio import model_to_text, serialize_model, is_binary_path
     options = _options(args.option, args.rules)
     outs = args.out or []
     if outs and len(outs) != len(args.graphs):
@@ -88,36 +100,97 @@ def cmd_plan(args) -> int:
                                  "give one --out per GRAPH, in the same order, or none"))
     if args.memory_size is not None and args.memory_size <= 0:
         raise InputError(Problem(Loc("--memory-size"), "memory size must be positive", ""))
+    if args.var_state and (args.load_state or args.save_state):
+        raise InputError(Problem(Loc("--var-state"), "--var-state reads and writes the state file itself",
+                                 "drop --load-state/--save-state, or use them without --var-state"))
+    if args.var_state == "-":
+        raise InputError(Problem(Loc("--var-state"), "the state file cannot be standard output",
+                                 "give a file name, e.g. --var-state state.pb"))
     files = Outputs()
     for out in outs:
         files.claim("--out", out)
     files.claim("--save-state", args.save_state)
+    files.claim("--var-state", args.var_state)
     files.claim("--json", args.json)
-    pool = VarManagerPool(policy)
-    vm = open_session(pool, args.session, args.memory_size, options, args.load_state)
+    pack = None if args.plan_only else _pack(args.rules)
+    session, store = _open(args, pack, options)
+    vm = session.manager
     plans: list[tuple[str, GraphPlan]] = []
+    runs: list[dict] = []
     outputs: list[tuple[str, bytes]] = []
-    for gid, path in enumerate(args.graphs):
+    for k, path in enumerate(args.graphs):
         note_graph(path)
-        model = load_model(path)
+        model, file_options = _load(path, pack)
         note_graph(path, model)
-        try:
-            plan = plan_graph(model, vm, gid)
-        except VarError as exc:
-            raise PassFailure("vars plan", f"graph {gid} ({display_path(path)}): {exc.message}",
-                              exc.var) from None
+        runs.append(_compile(session, pack, model, {**file_options, **options}, path))
+        plan = end_graph(session, model, path)
         _check_init_values(model, plan, vm, path)
         plans.append((display_path(path), plan))
         if outs:
             data = serialize_model(model)
-            outputs.append((outs[gid], data if is_binary_path(outs[gid]) else model_to_text(data)))
+            outputs.append((outs[k], data if is_binary_path(outs[k]) else model_to_text(data)))
     if args.save_state:
         outputs.append((args.save_state, encode(to_info(vm), is_text_path(args.save_state))))
+    if args.var_state:
+        outputs.append((args.var_state, store.encode(is_text_path(args.var_state))))
     if args.json:
-        outputs.append((args.json, (json.dumps(plan_json(vm, plans), indent=1) + "\n").encode()))
+        doc = plan_json(vm, plans)
+        doc["rebuild"] = sorted(session.ctrl.need_rebuild)
+        for g, run in zip(doc["graphs"], runs):
+            g["passes"] = run
+        outputs.append((args.json, (json.dumps(doc, indent=1) + "\n").encode()))
     files.write(outputs)
-    print(render_plan(vm, plans), file=files.text_stream())
+    print(render_plan(vm, plans, runs, sorted(session.ctrl.need_rebuild)), file=files.text_stream())
     return 0
+
+
+def _pack(rules):
+    from engine.cli.common import pack_dir
+    from engine.passes.catalog import load_pack
+    return load_pack(pack_dir(rules))
+
+
+def _load(path: str, pack):
+    if pack is None:
+        from engine.core.dumpio import load_model
+        return load_model(path), {}
+    from engine.core.io import load_graph
+    return load_graph(path, pack)
+
+
+def _open(args, pack, options: dict[str, str]):
+    """(the session the graphs are compiled in, the state-file store or None)."""
+    from engine.varmgr.session import VarSession, VarStore, next_graph_id, restored_ctrl
+    policy = _policy(args.rules) if pack is None else pack_policy(pack, "vars plan")
+    if args.var_state:
+        store = VarStore(policy, args.var_state)
+        sid = args.session if args.session is not None else 0
+        return store.session(sid, options, args.memory_size), store
+    pool = VarManagerPool(policy)
+    vm = open_session(pool, args.session, args.memory_size, options, args.load_state)
+    if args.load_state:
+        return VarSession(pool, vm, restored_ctrl(vm), next_graph_id(vm)), None
+    return VarSession(pool, vm, GraphRebuildStateCtrl(policy)), None
+
+
+def _compile(session, pack, model, options: dict[str, str], path: str) -> dict:
+    """The pack's variable passes (pipeline order, gates applied) on one graph of the session:
+    {pass id: {"inserted", "removed", "changed"}}."""
+    begin_graph(session, model)
+    if pack is None:
+        return {}
+    from engine.passes.context import RunContext
+    from engine.passes.manager import resolve_passes, run_passes
+    specs = [p for p in resolve_passes(pack, None, options) if p.algorithm == "variable_pass"]
+    ctx = RunContext(pack, model, options)
+    ctx.var_session = session
+    run_passes(ctx, specs)
+    out = {}
+    for spec in specs:
+        out[spec.id] = {"inserted": sum(1 for i in ctx.insertions if i.pass_id == spec.id),
+                        "removed": sum(1 for r in ctx.removals if r.pass_id == spec.id),
+                        "changed": sum(1 for d in ctx.diagnostics if d.pass_id == spec.id)}
+    return out
 
 
 def _check_init_values(model, plan: GraphPlan, vm: VarManager, path: str) -> None:
@@ -140,6 +213,7 @@ def plan_json(vm: VarManager, plans: list[tuple[str, GraphPlan]]) -> dict:
         "memory": {_type_name(vm, rt): {"var_mem_size": mem.var_mem_size,
                                         "session_size": vm.get_var_mem_size(rt)}
                    for rt, mem in sorted(vm.mem_resources.items())},
+        "pools": vm.mem_manager.pools() if vm.mem_manager is not None else {},
         "graphs": [{
             "graph_id": plan.graph_id, "graph": plan.graph, "file": file,
             "variables": [{
@@ -147,6 +221,7 @@ def plan_json(vm: VarManager, plans: list[tuple[str, GraphPlan]]) -> dict:
                 "memory_type": e.memory_type, "size": e.size, "offset": e.offset,
                 "address": e.address, "footprint": e.footprint, "decision": e.decision,
             } for e in plan.entries],
+            "batch_variables": dict(plan.batch_names),
             "broadcasts": [{
                 "var_name": b.var_name, "broadcast_name": b.broadcast_name, "idx": b.idx,
                 "input_offset": b.input_offset, "input_size": b.input_size,
@@ -161,12 +236,18 @@ def _type_name(vm: VarManager, rt: int) -> str:
     return spec.name if spec else str(rt)
 
 
-def render_plan(vm: VarManager, plans: list[tuple[str, GraphPlan]]) -> str:
+def render_plan(vm: VarManager, plans: list[tuple[str, GraphPlan]], runs: list[dict] | None = None,
+                rebuild: list[int] | None = None) -> str:
     lines = [f"session {vm.session_id}: logic base {vm.var_mem_logic_base}, "
              f"var memory max {vm.var_mem_max_size}"]
     head = ("variable", "VarKey", "type", "size", "offset", "address", "footprint", "decision")
-    for file, plan in plans:
+    for k, (file, plan) in enumerate(plans):
         lines.append(f"graph {plan.graph_id} '{plan.graph}' ({file}): {len(plan.entries)} variables")
+        run = (runs or [])[k] if k < len(runs or []) else {}
+        done = [f"{pid} +{r['inserted']} -{r['removed']}" + (f" ~{r['changed']}" if r["changed"] else "")
+                for pid, r in run.items() if any(r.values())]
+        if done:
+            lines.append("  passes: " + ", ".join(done))
         rows = [head] + [(e.name if e.name == e.node else f"{e.name} (node {e.node})", e.key,
                           e.memory_type, str(e.size), str(e.offset), str(e.address), str(e.footprint),
                           e.decision) for e in plan.entries]
@@ -181,6 +262,13 @@ def render_plan(vm: VarManager, plans: list[tuple[str, GraphPlan]]) -> str:
     for rt, mem in sorted(vm.mem_resources.items()):
         lines.append(f"{_type_name(vm, rt)}: {mem.var_mem_size} bytes of variable space in use "
                      f"({vm.get_var_mem_size(rt)} session-owned)")
+    for name, pool in (vm.mem_manager.pools() if vm.mem_manager is not None else {}).items():
+        if pool["used"]:
+            lines.append(f"{name} pool: {pool['used']} of {pool['size'] if pool['size'] is not None else 'unbounded'}"
+                         " bytes taken")
+    if rebuild:
+        lines.append("graphs to rebuild (a variable they hold changed format): "
+                     + ", ".join(str(g) for g in rebuild))
     return "\n".join(lines)
 
 
@@ -244,3 +332,64 @@ def _why_null(vm: VarManager, logic: int, mem_type: int) -> str:
         return "Logic addr info is not assign (no variable block holds this address)"
     why = check_init_value(entry.desc)
     return why or "device memory allocation failed"
+
+
+# ---- cache-check --------------------------------------------------------------------
+def cmd_cache_check(args) -> int:
+    """ModelCache::MatchVariableDesc against a session: every variable of the cached GRAPH
+    must have the description the session's VarManager holds now (GetCurVarDesc).
+
+    Note [cache check]: GE compares the descriptors saved beside the cached model with the
+    session's current ones; here the cached model is the compiled GRAPH, whose variable
+    nodes carry the descriptors it was compiled with. A variable the session does not know,
+    or whose description differs (a later graph changed its format, and after one change
+    GraphRebuildStateCtrl forbids another, so the cache can never match again), makes the
+    cache unusable: exit 1 naming it.
+    """
+    from engine.core.dumpio import load_model
+    from engine.varmgr.nodes import is_ref_node, name_for_var_manager, output_desc
+    from engine.varmgr.session import restored_ctrl
+    policy = _policy(args.rules)
+    pool = VarManagerPool(policy)
+    vm = open_session(pool, args.session, None, {}, args.state)
+    note_graph(args.graph)
+    model = load_model(args.graph)
+    note_graph(args.graph, model)
+    ctrl = restored_ctrl(vm)
+    tracked = policy.op_types.rebuild_tracked
+    checked, problems = 0, []
+    for node in model.all_nodes():
+        if node.type not in tracked or is_ref_node(node, policy):
+            continue
+        name = name_for_var_manager(node, policy)
+        desc = output_desc(node, policy)
+        checked += 1
+        if not vm.is_var_exist(name):
+            problems.append(f"variable '{name}' does not exist in the VarManager of session {vm.session_id}")
+            continue
+        cur = vm.get_cur_var_desc(name)
+        if desc is not None and _same_desc(cur, desc):
+            continue
+        road = vm.get_trans_road(name) or []
+        changed = vm.get_changed_graph_id(name)
+        why = f"variable '{name}': the session holds {cur.describe()}"
+        if changed is not None:
+            why += f" (format changed by graph {changed}" + (
+                f", road {' -> '.join(s.node_type for s in road)}" if road else "") + ")"
+        why += f", the cached graph has {desc.describe() if desc else 'no output descriptor'}"
+        if not ctrl.is_var_permit_to_change_formats(name):
+            why += (f"; its format changed {ctrl.change_times[name]} time(s), the limit "
+                    f"(max_var_change_times {ctrl.max_change_times}), so it cannot change back")
+        problems.append(why)
+    file = display_path(args.graph)
+    if problems:
+        raise PassFailure("vars cache-check", f"{file} cannot be loaded from cache in session "
+                          f"{vm.session_id}: " + "; ".join(problems), None)
+    print(f"{file}: valid in session {vm.session_id} of {display_path(args.state)} "
+          f"({checked} variables, descriptions equal)")
+    return 0
+
+
+def _same_desc(a: TensorDesc, b: TensorDesc) -> bool:
+    """GeTensorDesc equality as far as the state keeps it: layout, type, shape and their origins."""
+    return (a.same_view(b) and a.origin_format == b.origin_format and a.origin_dims == b.origin_dims)

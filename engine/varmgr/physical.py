@@ -36,12 +36,56 @@ class BumpAllocator:
         return addr
 
 
+class RdmaPool:
+    """GE's RdmaPoolAllocator over one block of `size` bytes (InitRdmaPool); `size` None = the pool
+    was never initialised, so every request fails (GE's empty block bin).
+
+    A request takes the smallest free block that fits its 512-aligned size (ties: the lowest
+    address, GE's BlockComparator), and splits it only when the request is at most half the
+    block (kSplitBlockThreshold): otherwise the whole block is handed out. Planning never frees.
+    """
+
+    ALIGN = 512
+    SPLIT_THRESHOLD = 0.5
+
+    def __init__(self, base: int, size: int | None = None):
+        self.base, self.size = base, size
+        self.free: list[tuple[int, int]] = [(size, base)] if size else []      # (size, address), sorted
+        self.taken: list[tuple[int, int]] = []                                  # (address, block size)
+
+    def malloc(self, size: int) -> int | None:
+        import bisect
+        aligned = self.ALIGN if size == 0 else (size + self.ALIGN - 1) // self.ALIGN * self.ALIGN
+        i = bisect.bisect_left(self.free, (aligned, -1))
+        if i == len(self.free):
+            return None                               # "Memory block not founded."
+        block, addr = self.free.pop(i)
+        if aligned <= block * self.SPLIT_THRESHOLD:
+            bisect.insort(self.free, (block - aligned, addr + aligned))
+            block = aligned
+        self.taken.append((addr, block))
+        return addr
+
+    def reserve(self, end: int) -> None:
+        """Keep [base, end) out of the pool: blocks a restored session already holds."""
+        if not self.size or end <= self.base:
+            return
+        cut = min(end - self.base, self.size)
+        cut = (cut + self.ALIGN - 1) // self.ALIGN * self.ALIGN
+        self.free = [(self.size - cut, self.base + cut)] if cut < self.size else []
+        self.taken.append((self.base, min(cut, self.size)))
+
+    @property
+    def used(self) -> int:
+        return sum(b for _, b in self.taken)
+
+
 @dataclass
 class DeviceMemory:
     """A simulated MemManager with RDMA and host pools."""
 
     device: BumpAllocator = field(default_factory=lambda: BumpAllocator(DEVICE_BASE))
-    rdma: BumpAllocator = field(default_factory=lambda: BumpAllocator(RDMA_BASE))
+    rdma: "BumpAllocator | RdmaPool" = field(default_factory=lambda: BumpAllocator(RDMA_BASE))
     host: BumpAllocator = field(default_factory=lambda: BumpAllocator(HOST_BASE))
     fail_device_malloc: bool = False
     contents: dict[int, bytes] = field(default_factory=dict)
@@ -61,6 +105,20 @@ class DeviceMemory:
 
     def free(self, addr: int) -> None:
         self.freed.append(addr)
+
+    @classmethod
+    def for_session(cls, rdma_pool_size: int | None, host_memory_size: int | None) -> "DeviceMemory":
+        """What a command's session gets: an RDMA pool of `rdma_pool_size` bytes (None: not
+        initialised, as in GE until InitRdmaPool) and host memory of at most `host_memory_size`."""
+        return cls(rdma=RdmaPool(RDMA_BASE, rdma_pool_size), host=BumpAllocator(HOST_BASE, host_memory_size))
+
+    def pools(self) -> dict[str, dict]:
+        """The pools' sizes and use, for plans and reports."""
+        out = {}
+        for name, pool in (("rdma", self.rdma), ("host", self.host)):
+            size = pool.size if isinstance(pool, RdmaPool) else pool.capacity
+            out[name] = {"size": size, "used": pool.used}
+        return out
 
     def write(self, addr: int, data: bytes) -> None:
         self.contents[addr] = bytes(data)

@@ -40,14 +40,34 @@ class GraphPlan:
     graph: str
     entries: tuple[PlanEntry, ...]
     broadcasts: tuple[BroadcastInfo, ...]
+    batch_names: tuple[tuple[str, str], ...] = ()     # (batch variable name, the name it shares)
 
 
 def plan_graph(model: Model, mgr: VarManager, graph_id: int) -> GraphPlan:
+    batch = register_batch_variables(model, mgr)
     descs: dict[Node, TensorDesc] = {}
     entries = assign_static_memory(model, mgr, graph_id, descs)
     broadcasts = assign_var_attr_to_nodes(model, mgr, graph_id, descs)
     assign_memory_to_ref_attr_nodes(model, mgr)
-    return GraphPlan(graph_id, model.root.name, tuple(entries), tuple(broadcasts))
+    return GraphPlan(graph_id, model.root.name, tuple(entries), tuple(broadcasts), batch)
+
+
+def register_batch_variables(model: Model, mgr: VarManager) -> tuple[tuple[str, str], ...]:
+    """SetBatchVariablesKeyName for each variable named `<name><batch_name_postfix><k>` (what
+    MultiBatchClonePass names a variable's copy in batch k, and what ModelHelper registers when
+    it loads such a model): the copies share `<name>`'s VarKey, hence its memory, and
+    VariableOpPass leaves the session alone (HasSharedVarMemBetweenBatch)."""
+    postfix = mgr.policy.batch_name_postfix
+    out = []
+    if not postfix:
+        return ()
+    for node in model.all_nodes():
+        if node.type in mgr.policy.op_types.variable:
+            pos = node.name.find(postfix)
+            if pos > 0:
+                mgr.set_batch_variables_key_name(node.name, node.name[:pos])
+                out.append((node.name, node.name[:pos]))
+    return tuple(out)
 
 
 def _padding(mgr: VarManager) -> int:

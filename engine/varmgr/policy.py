@@ -163,7 +163,8 @@ class OpTypes:
     merge: frozenset[str]
     ref_identity: frozenset[str]
     identity: frozenset[str]
-    refswitch_like: frozenset[str]
+    partitioned_call: frozenset[str]
+    net_output: frozenset[str]
     loc: Loc
 
 
@@ -187,6 +188,7 @@ class AttrNames:
     original_type: str
     stream_label: str
     ref_port_index: str
+    parent_node_index: str
     loc: Loc
 
 
@@ -194,6 +196,8 @@ class AttrNames:
 class OptionKeys:
     evaluate_mode: str
     huge_page: str
+    rdma_pool_size: str
+    host_memory_size: str
     loc: Loc
 
 
@@ -212,6 +216,21 @@ NODE_NAME_FIELDS = {"ref": {"var", "node", "index"}, "identity": {"writer", "nod
 
 
 @dataclass(frozen=True, slots=True)
+class FrameworkRefPorts:
+    """The ref ports of one framework op by its original type: input index -> output indexes."""
+
+    original_type: str
+    ports: tuple[tuple[int, tuple[int, ...]], ...]
+    loc: Loc
+
+    def outputs_of(self, input_index: int) -> tuple[int, ...]:
+        for i, outs in self.ports:
+            if i == input_index:
+                return outs
+        return ()
+
+
+@dataclass(frozen=True, slots=True)
 class VarPolicy:
     file: str
     schema_version: int
@@ -226,6 +245,8 @@ class VarPolicy:
     options: OptionKeys
     format_fusion: FormatFusion
     node_names: NodeNames
+    framework_ref_ports: tuple[FrameworkRefPorts, ...]
+    batch_name_postfix: str
     _rules_by_kind: dict = field(init=False, repr=False, compare=False)
     _types_by_rt: dict = field(init=False, repr=False, compare=False)
 
@@ -248,6 +269,13 @@ class VarPolicy:
 
     def reuse_rule(self, kind: ReuseKind) -> ReuseRule | None:
         return self._rules_by_kind.get(kind)
+
+    def framework_ref_outputs(self, original_type: str, input_index: int) -> tuple[int, ...]:
+        """VariablePrepareOpPass's fixed table for framework ops (FindRefOutIndex on it)."""
+        for entry in self.framework_ref_ports:
+            if entry.original_type == original_type:
+                return entry.outputs_of(input_index)
+        return ()
 
 
 def _compile_template(text: str) -> Callable[[str, int, int], str]:

@@ -13,7 +13,7 @@ from engine.core.resources import default_pack_dir
 from engine.core.yamlloc import load_yaml, loc_of
 from engine.varmgr import getypes as t
 from engine.varmgr.policy import (AttrNames, Allocator, FormatFusion, MemoryLimits, MemoryTypeSelection,
-    MemoryTypeSpec, NODE_NAME_FIELDS, NodeNames, OptionKeys, OpTypes, ReuseKind, ReuseRule, SizeRule, TransOp, TransSupport, VarKeyForm,
+    MemoryTypeSpec, FrameworkRefPorts, NODE_NAME_FIELDS, NodeNames, OptionKeys, OpTypes, ReuseKind, ReuseRule, SizeRule, TransOp, TransSupport, VarKeyForm,
     VarPolicy)
 
 SCHEMA_VERSION = 1
@@ -113,13 +113,38 @@ def build_policy(doc, errors: Collector) -> VarPolicy:
     size.done()
     reuse = _reuse_rules(top, errors)
     opts = top.sub("options")
-    options = OptionKeys(opts.str("evaluate_mode"), opts.str("huge_page"), opts.loc)
+    options = OptionKeys(opts.str("evaluate_mode"), opts.str("huge_page"), opts.str("rdma_pool_size"),
+                         opts.str("host_memory_size"), opts.loc)
     opts.done()
     fusion = _fusion(top.sub("format_fusion"), errors)
     names = _node_names(top.sub("node_names"), errors)
+    framework = _framework_ref_ports(top.sub("framework_ref_ports"), errors)
+    batch_postfix = top.str("batch_name_postfix")
     top.done()
     return VarPolicy(top.loc.file, version, op_types, attrs, var_key, memory, mem_types,
-                     selection, size_rule, reuse, options, fusion, names)
+                     selection, size_rule, reuse, options, fusion, names, framework, batch_postfix)
+
+
+def _framework_ref_ports(m: _Map, errors: Collector) -> tuple[FrameworkRefPorts, ...]:
+    """`{OriginalType: {input_index: [output_index, ...]}}`."""
+    out = []
+    for name in list(m.map):
+        entry = m.sub(str(name))
+        ports = []
+        for key, value in entry.map.items():
+            entry.used.add(key)
+            if isinstance(key, bool) or not isinstance(key, int) or key < 0:
+                errors.error(entry.key_loc(key), f"framework_ref_ports.{name}: input index '{key}' must be "
+                             "an integer >= 0", "write e.g. {0: [0, 1]}")
+            elif (not isinstance(value, list) or not value or
+                  not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in value)):
+                errors.error(entry.value_loc(key), f"framework_ref_ports.{name}: the outputs of input {key} "
+                             "must be a non-empty list of indexes", "write e.g. [0, 1]")
+            else:
+                ports.append((key, tuple(value)))
+        entry.done()
+        out.append(FrameworkRefPorts(str(name), tuple(ports), m.key_loc(name)))
+    return tuple(out)
 
 
 def _node_names(m: _Map, errors: Collector) -> NodeNames:

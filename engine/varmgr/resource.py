@@ -37,8 +37,9 @@ class HbmMemResource(MemResource):
             raise VarError(Status.FAILED, f"variable '{name}': size {size} overflows the uint64 "
                            f"variable space at offset {self.var_mem_size}", name)
         offset = self.var_mem_size
-        self.var_mem_size += aligned + mem.align      # "offset for next"
-        self.var_mem_size += mem.align                # "align 512"
+        # Note [guard units]: GE adds 512 "offset for next" and 512 "align 512", i.e.
+        # kSessionMemAlignUnit (2) guards of kSessionMemAlignSize; the policy's guard_units says how many
+        self.var_mem_size += aligned + guards
         if op is not None and op.type in self.policy.op_types.const_place_holder:
             self.const_place_holder_mem_size += self.var_mem_size - offset
         return offset

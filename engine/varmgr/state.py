@@ -153,14 +153,73 @@ def write_atomic(path, data: bytes) -> None:
 
 
 def load_state(path, policy=None) -> vpb.VarManagerInfo:
+    """One session's state: a VarManagerInfo, or the only session of a MultiVarManagerInfo."""
+    infos = load_sessions(path, policy)
+    if len(infos) != 1:
+        raise InputError(Problem(Loc(display_path(path)), f"the state file holds {len(infos)} sessions "
+                                 f"({', '.join(str(i.session_id) for i in infos) or 'none'})",
+                                 "name one with --session ID"))
+    return infos[0]
+
+
+def is_multi(data: bytes, text: bool) -> bool:
+    """Whether serialized state bytes are a MultiVarManagerInfo.
+
+    Note [one or many sessions]: a VarManagerInfo's field 1 is a varint (version), a
+    MultiVarManagerInfo's field 1 a message, so a binary MultiVarManagerInfo starts with the
+    tag byte 0x0a and a VarManagerInfo never does; in text, the first field name decides.
+    """
+    if not text:
+        return data[:1] == b"\x0a"
+    for line in data.decode("utf-8", "replace").splitlines():
+        word = line.strip()
+        if word and not word.startswith("#"):
+            return word.startswith("var_manager_info")
+    return False
+
+
+def load_sessions(path, policy=None) -> list[vpb.VarManagerInfo]:
+    """Every session of a state file (VarManagerInfo: one; MultiVarManagerInfo: all, VarManagerPool)."""
     file = display_path(path)
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(Problem(Loc(file), f"cannot read state file: {exc.strerror}", "check the path")) from None
+    if data and is_multi(data, is_text_path(path)):
+        multi = _parse(data, path, vpb.MultiVarManagerInfo())
+        infos = list(multi.var_manager_info)
+        seen: dict[int, int] = {}
+        for k, info in enumerate(infos):
+            if info.session_id in seen:
+                raise InputError(Problem(Loc(file), f"inconsistent state file: session {info.session_id} "
+                                         f"appears twice (entries {seen[info.session_id]} and {k})",
+                                         "the file is corrupt or was edited by hand"))
+            seen[info.session_id] = k
+    else:
+        infos = [_parse(data, path, vpb.VarManagerInfo())]
+    problems = [f"session {i.session_id}: {p}" if len(infos) > 1 else p
+                for i in infos for p in check_info(i, policy)]
+    if problems:
+        raise InputError([Problem(Loc(file), f"inconsistent state file: {p}",
+                                  "the file is corrupt or was edited by hand") for p in problems[:20]])
+    return infos
+
+
+def encode_sessions(infos: list[vpb.VarManagerInfo], text: bool) -> bytes:
+    """A MultiVarManagerInfo of `infos`, ordered by session id."""
+    multi = vpb.MultiVarManagerInfo()
+    for info in sorted(infos, key=lambda i: i.session_id):
+        multi.var_manager_info.add().CopyFrom(info)
+    if text:
+        return text_format.MessageToString(multi).encode()
+    return multi.SerializeToString(deterministic=True)
+
+
+def _parse(data: bytes, path, info):
+    file = display_path(path)
     if not data:
         raise InputError(Problem(Loc(file), "state file is empty", "write it with `vars plan --save-state`"))
-    info = vpb.VarManagerInfo()
+    what = info.DESCRIPTOR.full_name        # deployer.VarManagerInfo or deployer.MultiVarManagerInfo
     if is_text_path(path):
         try:
             text_format.Parse(data.decode("utf-8"), info)
@@ -169,18 +228,15 @@ def load_state(path, policy=None) -> vpb.VarManagerInfo:
                                      "binary states need the .pb suffix")) from None
         except text_format.ParseError as exc:
             line, col = exc.GetLine() or 0, exc.GetColumn() or 0
-            raise InputError(Problem(Loc(file, line, col), f"not a deployer.VarManagerInfo: {exc}",
+            raise InputError(Problem(Loc(file, line, col), f"not a {what}: {exc}",
                                      "the file is corrupt or not a VarManager state")) from None
     else:
         try:
             info.ParseFromString(data)
         except DecodeError:
             raise InputError(Problem(Loc(file), "corrupt state file: not a binary deployer.VarManagerInfo "
+                                     "or MultiVarManagerInfo "
                                      f"({len(data)} bytes)", "text states need a .pbtxt suffix")) from None
-    problems = check_info(info, policy)
-    if problems:
-        raise InputError([Problem(Loc(file), f"inconsistent state file: {p}",
-                                  "the file is corrupt or was edited by hand") for p in problems])
     return info
 
 

@@ -92,8 +92,10 @@ def run(ctx, graph: Graph, cfg: VarPassConfig, spec) -> None:
         elif ch.kind == "removed":
             ctx.removals.append(Removal(ch.node, ch.type, ch.graph, spec.id, ch.rule, reason))
         else:
-            ctx.diagnostics.append(Diagnostic("VAR_" + ch.kind.upper(), "info",
-                                              f"{ch.node} ({ch.type}) {ch.kind} by {ch.rule}", spec.id,
+            cut = reason.get("control_out")
+            message = f"{ch.node} ({ch.type}) {ch.kind} by {ch.rule}" + (
+                f": control edges to {', '.join(cut)} (already after {reason['writer']})" if cut else "")
+            ctx.diagnostics.append(Diagnostic("VAR_" + ch.kind.upper(), "info", message, spec.id,
                                               {"node": ch.node, "graph": ch.graph, "rule": ch.rule, **reason}))
 
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from engine.varmgr.passes import is_initialized, prepare, ref_delete, variable_op
+from engine.varmgr.passes import is_initialized, prepare, ref_delete, useless_ctrl, variable_op
 from engine.varmgr.passes.is_initialized import run_var_is_initialized
 from engine.varmgr.passes.prepare import run_variable_prepare
 from engine.varmgr.passes.ref_delete import run_variable_ref_delete
+from engine.varmgr.passes.useless_ctrl import run_variable_ref_useless_control_out_delete
 from engine.varmgr.passes.util import Change
 from engine.varmgr.passes.variable_op import run_variable_op
 
@@ -27,6 +28,8 @@ PASSES: dict[str, Callable[..., list[Change]]] = {
     "variable_op": lambda s, model, graph: run_variable_op(graph, s.manager, s.ctrl, s.graph_id),   # VariableOpPass
     "var_is_initialized": lambda s, model, graph: run_var_is_initialized(graph, s.manager),         # VarIsInitializedOpPass
     "variable_ref_delete": lambda s, model, graph: run_variable_ref_delete(model, graph, s.pool.policy),
+    "variable_ref_useless_control_out_delete":                                                      # VariableRefUselessControlOutDeletePass
+        lambda s, model, graph: run_variable_ref_useless_control_out_delete(graph, s.pool.policy),
 }
 PASS_IDS = tuple(PASSES)
 
@@ -44,6 +47,7 @@ POLICY_ENTRIES: dict[str, tuple[str, ...]] = {
     prepare.RULE_IDENTITY: ("op_types", "merge"),
     prepare.RULE_REF_IDENTITY: ("op_types", "ref_identity"),
     is_initialized.RULE: ("op_types", "var_is_initialized"),
-    ref_delete.RULE: ("op_types", "variable"),
+    ref_delete.RULE: ("op_types", "var_like"),
+    useless_ctrl.RULE: ("op_types", "var_like"),
     variable_op.RULE: ("format_fusion",),
 }

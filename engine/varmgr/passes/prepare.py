@@ -33,7 +33,7 @@ def run_variable_prepare(graph: Graph, policy: VarPolicy) -> list[Change]:
             for peer in list(anchor.peers):
                 if _is_ref_node(peer.node, policy):
                     continue
-                for o in ref_map.get(type_key(peer.node, policy), {}).get(peer.idx, []):
+                for o in ref_outputs(peer.node, peer.idx, ref_map, policy):
                     _walk(peer.node, peer.idx, o, var, ref_map, policy, changes)
     return changes
 
@@ -51,27 +51,38 @@ def _is_ref_node(node: Node, policy: VarPolicy) -> bool:
     return typed_attr(node.op.attr, policy.attrs.ref_var_src_var_name, "s") is not None
 
 
-def type_key(node: Node, policy: VarPolicy) -> str:
+def ref_outputs(node: Node, in_idx: int, ref_map: RefMap, policy: VarPolicy) -> list[int]:
+    """GetWritableNodeOutIndex: the ref outputs of `node`'s input `in_idx`.
+
+    Note [framework ops by table]: GE looks a FrameworkOp up only in its fixed table
+    (ref_node_without_prototype_map_, `framework_ref_ports` in variables.yaml) by its
+    original_type, never in the map built from the graph: a FrameworkOp whose
+    original_type is Assign is not a writer (variable_prepare_op_pass.cc).
+    """
     if node.type in policy.op_types.framework_op:
-        return typed_attr(node.op.attr, policy.attrs.original_type, "s") or node.type
-    return node.type
+        original = typed_attr(node.op.attr, policy.attrs.original_type, "s") or ""
+        return list(policy.framework_ref_outputs(original, in_idx))
+    return ref_map.get(node.type, {}).get(in_idx, [])
 
 
 def build_ref_map(graph: Graph, policy: VarPolicy) -> RefMap:
+    """GenerateRefTypeAndInputOutputMap over the direct nodes, keyed by node type.
+
+    As in GE, a type is read from the first node of that type that has a ref input;
+    later nodes of a type already in the map are not read again.
+    """
     out: RefMap = {}
     for node in graph.nodes():
-        key = type_key(node, policy)
-        if key in policy.op_types.refswitch_like and node.type in policy.op_types.framework_op:
-            out.setdefault(key, {})[0] = [0, 1]
+        if node.type in out:
             continue
         ins, outs = node.ports()
         for name, i in ins.items():
             if name in outs:
-                out.setdefault(key, {})[i] = [outs[name]]
+                out.setdefault(node.type, {})[i] = [outs[name]]
             elif i < len(node.op.input_desc):
                 ports = node.op.input_desc[i].attr.get(policy.attrs.ref_port_index)
                 if ports is not None and len(ports.list.i):
-                    out.setdefault(key, {})[i] = [len(node.outs)]
+                    out.setdefault(node.type, {})[i] = [len(node.outs)]
     return out
 
 
@@ -88,7 +99,7 @@ def _walk(start: Node, in_idx: int, o: int, var: Node, ref_map: RefMap, policy: 
         if out_idx < len(node.outs):
             for peer in node.outs[out_idx].peers:
                 if not _is_ref_node(peer.node, policy):
-                    for o2 in ref_map.get(type_key(peer.node, policy), {}).get(peer.idx, []):
+                    for o2 in ref_outputs(peer.node, peer.idx, ref_map, policy):
                         further.append((peer.node, peer.idx, o2))
         if further:
             if node.out_ctrl:

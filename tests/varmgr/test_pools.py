@@ -52,7 +52,7 @@ def test_rdma_variables_need_the_pool_and_fail_when_it_runs_out(tmp_path, capsys
     err = capsys.readouterr().err
     assert "[Assign][VarMem] by offset failed" in err and "var_name:r2" in err
     assert main(["vars", "plan", g, "--option", "context.rdmaPoolSize=lots"]) == 2
-    assert "context.rdmaPoolSize=lots: not a byte count" in capsys.readouterr().err
+    assert "option 'context.rdmaPoolSize': bad value 'lots': expected a decimal integer" in capsys.readouterr().err
 
 
 def test_restored_session_keeps_its_rdma_blocks(tmp_path, capsys):

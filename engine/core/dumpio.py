@@ -231,9 +231,17 @@ def _build_edges(g: Graph, model: Model, problems: list[Problem]) -> None:
             link(src, dst)
 
 
+# Note [nesting limit]: GE refuses subgraphs nested more than 32 levels (GraphUnfolder's
+# kHybridSubgraphRecursion; its stream allocator stops at 10). The engine walks nesting
+# without recursion, but GE's per-branch analyses (CtrlNodeConflict's symbol table of each
+# branch and what it nests) cost depth² nodes, so a dump may nest MAX_SUBGRAPH_DEPTH levels.
+MAX_SUBGRAPH_DEPTH = 128
+
+
 def _link_subgraphs(model: Model, problems: list[Problem]) -> None:
     queue = [model.root]
     seen = {model.root.name}
+    depth = {model.root.name: 0}
     while queue:
         g = queue.pop(0)
         for n in g.nodes():
@@ -253,6 +261,12 @@ def _link_subgraphs(model: Model, problems: list[Problem]) -> None:
                     n.subgraphs.append(None)
                     continue
                 seen.add(name)
+                depth[name] = depth[g.name] + 1
+                if depth[name] > MAX_SUBGRAPH_DEPTH:
+                    problems.append(Problem(Loc(model.source), f"subgraph '{name}' of node '{n.name}' is nested more "
+                                            f"than {MAX_SUBGRAPH_DEPTH} levels deep",
+                                            "GE itself refuses more than 32 levels; flatten the graph"))
+                    return
                 sg.parent_node = n
                 n.subgraphs.append(sg)
                 queue.append(sg)

@@ -24,6 +24,7 @@ from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
 from engine.core.errors import InputError, Loc, Problem, display_path
+from engine.core.wire import first_error
 from engine.core.graph import Graph, Model, Node
 from engine.proto import ge_ir_pb2 as pb
 from engine.core.surgery import link, link_ctrl
@@ -86,7 +87,9 @@ def parse_binary(data: bytes, file: str) -> pb.ModelDef:
     try:
         model.ParseFromString(data)
     except DecodeError as exc:
-        raise InputError(Problem(Loc(file), f"malformed binary GE dump: {exc}",
+        where = first_error(data, pb.ModelDef.DESCRIPTOR)
+        what = f"at byte {where[0]}: {where[1]} ({exc})" if where else f"({exc}; no field is out of place)"
+        raise InputError(Problem(Loc(file), f"malformed binary GE dump {what}",
                                  "the file must be a serialized ge.proto.ModelDef; text dumps end in .txt/.pbtxt")) from None
     return model
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from engine.core.errors import Collector, Loc, display_path
+from engine.core.errors import Collector, Loc, did_you_mean, display_path
 from engine.core.graph import Model, write_port_names
 from engine.core.attrs import attr_value, set_attr, write_attr
 from engine.proto import ge_ir_pb2 as pb
@@ -80,7 +80,7 @@ def _int(value: Any, what: str, loc: Loc, errors: Collector, lo: int = INT64[0],
     return value
 
 
-def _shown(n: int) -> str:
+def _shown(n: int | str) -> str:
     s = str(n)
     return s if len(s) <= 24 else f"{s[:10]}...{s[-4:]} ({len(s)} digits)"
 
@@ -96,6 +96,13 @@ def _text(value: Any, what: str, loc: Loc, errors: Collector) -> str | None:
         errors.error(loc, f"{what} is not valid text (a lone surrogate)", "remove the \\ud800-\\udfff escape")
         return None
     return str(value)
+
+
+def _name(key: Any, what: str, loc: Loc, errors: Collector) -> str | None:
+    """A graph or node name: a string, or a number written as one (`1:` names node "1")."""
+    if isinstance(key, (int, float)) and not isinstance(key, bool):
+        return str(key)
+    return _text(key, what, loc, errors)
 
 
 def _set_attr(a: pb.AttrDef, v: Any, loc: Loc, errors: Collector, key: str) -> None:
@@ -182,8 +189,10 @@ def _to_modeldef(doc: Any, file: str, pack: Any, errors: Collector) -> tuple[pb.
         errors.error(top.loc, "no graphs given", "add `graphs:` with the root graph first")
         return model, options
     budget = [MAX_FILE_PORTS]
+    owners: dict[str, tuple[str, Loc]] = {}      # subgraph → (parent node, where it is named)
+    names = [str(k) for k in graphs]
     for gname, gval in graphs.items():
-        name = _text(gname, "graph name", graphs.key_locs[gname], errors)
+        name = _name(gname, "graph name", graphs.key_locs[gname], errors)
         g = model.graph.add(name=name or "")
         gr = Reader(gval, f"graph '{gname}'", errors, graphs.key_locs[gname])
         _attrs(g.attr, gr.get("attrs", dict), f"graph '{gname}'", errors, gr.loc)
@@ -191,11 +200,31 @@ def _to_modeldef(doc: Any, file: str, pack: Any, errors: Collector) -> tuple[pb.
         edges = gr.get("edges", list, []) or []
         gr.done()
         specs = _read_nodes(nodes, pack, errors)
+        _check_subgraphs(specs, names, owners, errors)
         data_in, ctrl_in, out_count = _read_edges(edges, specs, errors, gr.loc)
         if not _size_ports(specs, data_in, out_count, budget, errors):
             continue
         _build_graph(g, specs, data_in, ctrl_in, dflt, errors)
     return model, options
+
+
+def _check_subgraphs(specs: dict, graphs: list[str], owners: dict, errors: Collector) -> None:
+    """Each named subgraph is a later graph of the file, owned by one node."""
+    for name, s in specs.items():
+        for sub, loc in zip(s["subgraphs"], s["subgraph_locs"]):
+            if not sub:
+                continue
+            if sub not in graphs:
+                errors.error(loc, f"node '{name}' names subgraph '{sub}', which is not in the file",
+                             did_you_mean(sub, graphs, "graphs"))
+            elif sub == graphs[0]:
+                errors.error(loc, f"node '{name}' names the root graph '{sub}' as its subgraph",
+                             "the first graph is the root; a subgraph is one of the others")
+            elif sub in owners:
+                errors.error(loc, f"subgraph '{sub}' already belongs to node '{owners[sub][0]}' ({owners[sub][1]})",
+                             "each subgraph belongs to exactly one node; copy it under another name")
+            else:
+                owners[sub] = (name, loc)
 
 
 def _port_list(value: Any, what: str, loc: Loc, errors: Collector) -> list[str] | int | None:
@@ -224,7 +253,7 @@ def _read_nodes(nodes: Any, pack: Any, errors: Collector) -> dict[str, dict]:
     specs: dict[str, dict] = {}
     for i, (key, val) in enumerate(nodes.items()):
         loc = nodes.key_locs[key]
-        name = _text(key, "node name", loc, errors)
+        name = _name(key, "node name", loc, errors)
         if name is None:
             continue
         if name in specs:
@@ -245,6 +274,7 @@ def _read_nodes(nodes: Any, pack: Any, errors: Collector) -> dict[str, dict]:
         if outs is None and sig is not None and not any("*" in p.marks for p in sig.outputs):
             outs = [p.name for p in sig.outputs]
         node_id = r.get("id", int, i)
+        subs = str_list(r.get("subgraphs", list, []) or [], f"{what}: subgraphs", errors, loc)
         engine = r.get("engine", str)
         specs[name] = {"type": typ, "ins": ins, "outs": outs, "loc": loc, "r": r,
                        "id": _int(node_id, f"{what}: id", r.value_loc("id"), errors),
@@ -252,8 +282,8 @@ def _read_nodes(nodes: Any, pack: Any, errors: Collector) -> dict[str, dict]:
                        "attrs": r.get("attrs", dict),
                        "in_desc": _desc_specs(r.get("input_desc", dict, {}) or {}, f"{what}: input_desc", errors, loc),
                        "out_desc": _desc_specs(r.get("output_desc", dict, {}) or {}, f"{what}: output_desc", errors, loc),
-                       "subgraphs": [_text(x, f"{what}: subgraph name", getattr(x, "loc", loc), errors) or "" for x in
-                                     str_list(r.get("subgraphs", list, []) or [], f"{what}: subgraphs", errors, loc)]}
+                       "subgraphs": [_text(x, f"{what}: subgraph name", getattr(x, "loc", loc), errors) or ""
+                                     for x in subs], "subgraph_locs": [getattr(x, "loc", loc) for x in subs]}
         r.done()
     return specs
 
@@ -278,10 +308,11 @@ def _read_edges(edges: Any, specs: dict, errors: Collector, gloc: Loc):
         if m["kind"] == "~>":
             ctrl_in[dst].append(src)
             continue
-        si = _int(_port_no(m["si"] or "0"), f"edge '{e}': output", loc, errors, 0, MAX_PORTS - 1)
+        shown = e if len(e) <= 60 else f"{e[:28]}...{e[-28:]}"
+        si = _edge_port(m["si"] or "0", f"edge '{shown}': output", loc, errors)
         di = 0
         if m["di"] is not None:
-            di = _int(_port_no(m["di"]), f"edge '{e}': input", loc, errors, 0, MAX_PORTS - 1)
+            di = _edge_port(m["di"], f"edge '{shown}': input", loc, errors)
         else:
             while di in data_in[dst]:
                 di += 1
@@ -296,9 +327,12 @@ def _read_edges(edges: Any, specs: dict, errors: Collector, gloc: Loc):
     return data_in, ctrl_in, out_count
 
 
-def _port_no(digits: str) -> int:
-    """A port number of an edge (past Python's int-string limit read as a 4,000-digit number: out of range)."""
-    return int(digits) if len(digits) < 4000 else 1 << 13300
+def _edge_port(digits: str, what: str, loc: Loc, errors: Collector) -> int | None:
+    """The port number of an edge end, in range (digits past any port's are not converted)."""
+    if len(digits) > 6:
+        errors.error(loc, f"{what} {_shown(digits)} is out of range", f"use 0 to {MAX_PORTS - 1:,}")
+        return None
+    return _int(int(digits), what, loc, errors, 0, MAX_PORTS - 1)
 
 
 def _size_ports(specs: dict, data_in: dict, out_count: dict, budget: list[int], errors: Collector) -> bool:

@@ -101,8 +101,9 @@ def load_yaml(path, text: str | None = None):
             raise InputError(Problem(Loc(file), f"cannot read file: {exc.strerror}", "check the path")) from None
         except UnicodeDecodeError:
             raise InputError(Problem(Loc(file), "file is not UTF-8 text", "save it as UTF-8")) from None
-    loader = _Loader(text)
+    loader = None
     try:
+        loader = _Loader(text)         # the reader checks the characters here
         node = loader.get_single_node()
     except _LimitError as exc:
         raise InputError(Problem(_loc(file, exc.mark), exc.message, exc.hint)) from None
@@ -111,10 +112,16 @@ def load_yaml(path, text: str | None = None):
         loc = _loc(file, mark) if mark else Loc(file)
         msg = (exc.problem or exc.context or "malformed YAML").strip()
         raise InputError(Problem(loc, f"YAML syntax: {msg}", "check indentation, quoting and ':' after keys")) from None
+    except yaml.reader.ReaderError as exc:
+        pos = exc.position
+        loc = Loc(file, text.count("\n", 0, pos) + 1, pos - text.rfind("\n", 0, pos))
+        raise InputError(Problem(loc, f"YAML syntax: character U+{exc.character if isinstance(exc.character, int) else ord(exc.character):04X} is not allowed",
+                                 "remove it, or write it as an escape inside double quotes")) from None
     except yaml.YAMLError as exc:
         raise InputError(Problem(Loc(file), f"YAML syntax: {exc}", "check the file")) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if node is None:
         empty = YMap()
         empty.loc, empty.key_locs, empty.value_locs = Loc(file, 1, 1), {}, {}

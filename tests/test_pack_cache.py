@@ -1,23 +1,19 @@
-"""The compiled-pack cache (engine/pack/cache.py) and the libyaml composer (Note
-[libyaml]): a cached load parses and compiles nothing, gives the same run, follows
+"""The compiled-pack cache (engine/pack/cache.py): a cached load parses and compiles
+nothing, gives the same run, follows
 every edit of the pack, still reports its errors, and survives a broken or
 unwritable cache folder."""
 from __future__ import annotations
 
-import glob
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from harness import errors_of, line_of
 
 from engine.core import yamlloc
 from engine.dsl import compiler, parser
-from engine.pack import cache
 from engine.pack.loader import load_pack as load_pack_uncached
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,25 +101,6 @@ def test_cached_and_uncached_runs_give_identical_reports(tmp_path):
 def _env() -> dict:
     import os
     return {k: v for k, v in os.environ.items() if not k.startswith("MEMCONFLICT_CACHE")}
-
-
-def _tree(v):
-    if isinstance(v, yamlloc.YMap):
-        return ("M", v.loc, v.end, tuple((k, v.key_locs[k], v.value_locs[k], v.value_ends[k], _tree(x)) for k, x in v.items()))
-    if isinstance(v, yamlloc.YList):
-        return ("L", v.loc, v.end, tuple(v.item_locs), tuple(v.item_ends), tuple(_tree(x) for x in v))
-    return (type(v).__name__, v, getattr(v, "loc", None), getattr(v, "end", None))
-
-
-@pytest.mark.skipif(not getattr(yaml, "__with_libyaml__", False), reason="PyYAML without libyaml")
-def test_libyaml_and_pyyaml_compose_the_same_located_values(monkeypatch):
-    files = sorted(glob.glob(str(ROOT / "rules" / "**" / "*.yaml"), recursive=True))
-    files += sorted(glob.glob(str(ROOT / "tests" / "cases" / "layout" / "*.yaml")))
-    trees = {}
-    for name, loader in (("py", yaml.SafeLoader), ("c", yaml.CSafeLoader)):
-        monkeypatch.setattr(yamlloc, "_LOADER", loader)
-        trees[name] = [_tree(yamlloc.load_yaml(f)) for f in files]
-    assert len(files) > 40 and trees["py"] == trees["c"]
 
 
 def test_yaml_errors_keep_pyyamls_wording_at_the_same_place():

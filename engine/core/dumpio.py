@@ -24,6 +24,7 @@ from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
 from engine.core.errors import InputError, Loc, Problem, display_path
+from engine.core.wire import first_error
 from engine.core.graph import Graph, Model, Node
 from engine.proto import ge_ir_pb2 as pb
 from engine.core.surgery import link
@@ -86,7 +87,9 @@ def parse_binary(data: bytes, file: str) -> pb.ModelDef:
     try:
         model.ParseFromString(data)
     except DecodeError as exc:
-        raise InputError(Problem(Loc(file), f"malformed binary GE dump: {exc}",
+        where = first_error(data, pb.ModelDef.DESCRIPTOR)
+        what = f"at byte {where[0]}: {where[1]} ({exc})" if where else f"({exc}; no field is out of place)"
+        raise InputError(Problem(Loc(file), f"malformed binary GE dump {what}",
                                  "the file must be a serialized ge.proto.ModelDef; text dumps end in .txt/.pbtxt")) from None
     return model
 
@@ -251,9 +254,17 @@ def _edge_key(t: tuple) -> tuple[int, int]:
     return t[0], t[1]
 
 
+# Note [nesting limit]: GE refuses subgraphs nested more than 32 levels (GraphUnfolder's
+# kHybridSubgraphRecursion; its stream allocator stops at 10). The engine walks nesting
+# without recursion, but GE's per-branch analyses (CtrlNodeConflict's symbol table of each
+# branch and what it nests) cost depth² nodes, so a dump may nest MAX_SUBGRAPH_DEPTH levels.
+MAX_SUBGRAPH_DEPTH = 128
+
+
 def _link_subgraphs(model: Model, problems: list[Problem]) -> None:
     queue = [model.root]
     seen = {model.root.name}
+    depth = {model.root.name: 0}
     while queue:
         g = queue.pop(0)
         for n in g.nodes():
@@ -273,6 +284,12 @@ def _link_subgraphs(model: Model, problems: list[Problem]) -> None:
                     n.subgraphs.append(None)
                     continue
                 seen.add(name)
+                depth[name] = depth[g.name] + 1
+                if depth[name] > MAX_SUBGRAPH_DEPTH:
+                    problems.append(Problem(Loc(model.source), f"subgraph '{name}' of node '{n.name}' is nested more "
+                                            f"than {MAX_SUBGRAPH_DEPTH} levels deep",
+                                            "GE itself refuses more than 32 levels; flatten the graph"))
+                    return
                 sg.parent_node = n
                 n.subgraphs.append(sg)
                 queue.append(sg)

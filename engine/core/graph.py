@@ -311,44 +311,43 @@ class Model:
     def all_nodes(self, graph: Graph | None = None) -> list[Node]:
         """GE ComputeGraph::GetAllNodes: a snapshot, each parent followed by its
         subgraphs' nodes (depth first, subgraph index order)."""
-        out: list[Node] = []
-        self._collect(graph or self.root, out)
-        return out
-
-    def _collect(self, g: Graph, out: list[Node]) -> None:
-        for n in g.nodes():
-            out.append(n)
-            for sg in n.subgraphs:
-                if sg is not None:
-                    self._collect(sg, out)
+        return [x for x in walk(graph or self.root) if isinstance(x, Node)]
 
     def walk_all_nodes(self, graph: Graph | None = None) -> Iterator[Node]:
         """Like all_nodes, but live: nodes inserted after the current one are visited."""
-        g = graph or self.root
-        for n in g.nodes():
-            yield n
-            for sg in n.subgraphs:
-                if sg is not None:
-                    yield from self.walk_all_nodes(sg)
+        return (x for x in walk(graph or self.root) if isinstance(x, Node))
 
     def all_subgraphs(self, graph: Graph | None = None) -> list[Graph]:
         """GE GetAllSubgraphs of `graph` (default root), in the same depth-first order."""
-        out: list[Graph] = []
-
-        def rec(g: Graph) -> None:
-            for n in g.nodes():
-                for sg in n.subgraphs:
-                    if sg is not None:
-                        out.append(sg)
-                        rec(sg)
-        rec(graph or self.root)
-        return out
+        return [x for x in walk(graph or self.root) if isinstance(x, Graph)]
 
     def node_count(self) -> int:
         return sum(g.count for g in self.graphs.values())
 
     def unique_name(self, graph: Graph, base: str) -> str:
         return base if base not in graph.by_name else _bump(graph, base)
+
+
+def walk(graph: Graph, nodes_of=Graph.nodes) -> Iterator[Node | Graph]:
+    """Every node under `graph` depth first, each node followed by its subgraphs (each
+    yielded as it is entered, then its nodes), in subgraph index order; a graph's nodes
+    are `nodes_of(graph)`, read as they are reached (so a live iterator sees insertions).
+    Note [no recursion]: subgraph nesting is the input's to choose (If in If thousands of
+    levels deep), so the walk keeps its own stack instead of recursing."""
+    stack: list[tuple[bool, Iterator]] = [(False, iter(nodes_of(graph)))]
+    while stack:
+        in_subgraphs, it = stack[-1]
+        x = next(it, None)
+        if x is None:
+            stack.pop()
+        elif in_subgraphs:
+            yield x
+            stack.append((False, iter(nodes_of(x))))
+        else:
+            yield x
+            subs = [sg for sg in x.subgraphs if sg is not None]
+            if subs:
+                stack.append((True, iter(subs)))
 
 
 def _bump(graph: Graph, base: str) -> str:

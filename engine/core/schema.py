@@ -43,7 +43,7 @@ class Reader:
             want = typ if isinstance(typ, tuple) else (typ,)
             names = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in want)
             self.errors.error(self.value_loc(key), f"{self.what}: '{key}' must be {names}",
-                              f"got {_describe(value)}")
+                              f"got {describe(value)}")
             return default
         return value
 
@@ -68,7 +68,7 @@ def _is(value: Any, typ) -> bool:
     return False
 
 
-def _describe(value: Any) -> str:
+def describe(value: Any) -> str:
     if value is None:
         return "nothing (null)"
     if isinstance(value, bool):
@@ -91,7 +91,7 @@ def str_list(value: Any, what: str, errors: Collector, fallback: Loc) -> list[YS
     for i, item in enumerate(value):
         if not isinstance(item, str):
             loc = value.item_locs[i] if hasattr(value, "item_locs") else fallback
-            errors.error(loc, f"{what}: item {i + 1} must be a name", f"got {_describe(item)}")
+            errors.error(loc, f"{what}: item {i + 1} must be a name", f"got {describe(item)}")
             continue
         out.append(item)
     return out

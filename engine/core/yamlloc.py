@@ -7,12 +7,64 @@ Each also records where it ends (`.end`; per key `.value_ends`, per item
 `.item_ends`, since numbers and booleans cannot carry an attribute), so a
 citation can quote exactly one entry (`span_of`, `item_span`). Duplicate keys are
 errors (PyYAML silently keeps the last one).
+
+Note [YAML limits]: a document may nest MAX_DEPTH collections (protobuf's parsers of GE
+dumps stop at 100 too; the shipped packs and fixtures nest at most 10), and aliases may
+expand it by MAX_ALIAS_NODES nodes in all (no shipped file uses one). Both are checked
+while composing, before anything walks the document, so a deeply nested file is a
+located error, not a RecursionError, and an alias bomb (`&a [*b, *b, ...]`, doubling at
+each level) is refused at the alias that crosses the limit, in time linear in the text.
 """
 from __future__ import annotations
 
 import yaml
 
 from engine.core.errors import Collector, InputError, Loc, Problem, display_path
+
+
+MAX_DEPTH = 100
+MAX_ALIAS_NODES = 100_000
+
+
+class _LimitError(Exception):
+    def __init__(self, mark, message: str, hint: str):
+        super().__init__(message)
+        self.mark, self.message, self.hint = mark, message, hint
+
+
+class _Loader(yaml.SafeLoader):
+    """The safe loader's composer, counting nesting and the nodes aliases add."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.depth = 0
+        self.nodes = 0             # nodes composed, each alias counting as its anchor's size
+        self.alias_nodes = 0
+        self.sizes: dict[str, int] = {}
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            size = self.sizes.get(event.anchor, 0)
+            self.alias_nodes += size
+            self.nodes += size
+            if self.alias_nodes > MAX_ALIAS_NODES:
+                raise _LimitError(event.start_mark, f"aliases expand the document by more than "
+                                  f"{MAX_ALIAS_NODES:,} nodes", "write the repeated parts out, or use fewer aliases")
+            return super().compose_node(parent, index)
+        event = self.peek_event()
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise _LimitError(event.start_mark, f"YAML nested more than {MAX_DEPTH} levels deep",
+                              "flatten the document")
+        start = self.nodes
+        self.nodes += 1
+        node = super().compose_node(parent, index)
+        self.depth -= 1
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None:
+            self.sizes[anchor] = self.nodes - start
+        return node
 
 
 class YStr(str):
@@ -49,20 +101,27 @@ def load_yaml(path, text: str | None = None):
             raise InputError(Problem(Loc(file), f"cannot read file: {exc.strerror}", "check the path")) from None
         except UnicodeDecodeError:
             raise InputError(Problem(Loc(file), "file is not UTF-8 text", "save it as UTF-8")) from None
+    loader = None
     try:
-        try:
-            node = yaml.compose(text, Loader=_LOADER)
-        except yaml.YAMLError:
-            if _LOADER is yaml.SafeLoader:
-                raise
-            node = yaml.compose(text, Loader=yaml.SafeLoader)   # PyYAML's messages say more; same place
+        loader = _Loader(text)         # the reader checks the characters here
+        node = loader.get_single_node()
+    except _LimitError as exc:
+        raise InputError(Problem(_loc(file, exc.mark), exc.message, exc.hint)) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         loc = _loc(file, mark) if mark else Loc(file)
         msg = (exc.problem or exc.context or "malformed YAML").strip()
         raise InputError(Problem(loc, f"YAML syntax: {msg}", "check indentation, quoting and ':' after keys")) from None
+    except yaml.reader.ReaderError as exc:
+        pos = exc.position
+        loc = Loc(file, text.count("\n", 0, pos) + 1, pos - text.rfind("\n", 0, pos))
+        raise InputError(Problem(loc, f"YAML syntax: character U+{exc.character if isinstance(exc.character, int) else ord(exc.character):04X} is not allowed",
+                                 "remove it, or write it as an escape inside double quotes")) from None
     except yaml.YAMLError as exc:
         raise InputError(Problem(Loc(file), f"YAML syntax: {exc}", "check the file")) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
     if node is None:
         empty = YMap()
         empty.loc, empty.key_locs, empty.value_locs = Loc(file, 1, 1), {}, {}
@@ -74,10 +133,6 @@ def load_yaml(path, text: str | None = None):
     return value
 
 
-# Note [libyaml]: composing with libyaml's parser (CSafeLoader) is ~3x faster than PyYAML's
-# pure-Python one and gives the same nodes, tags and marks (tests/test_yamlloc.py compares the
-# two on every shipped YAML file); PyYAML without libyaml falls back to its own.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _SCALARS = yaml.SafeLoader("")      # SafeConstructor's scalar converters, made once
 
 _bool_tag = "tag:yaml.org,2002:bool"
@@ -126,7 +181,7 @@ def _convert(node, file: str, errors: Collector):
         return out
     # scalar
     tag = node.tag
-    if not node.style:              # plain: None from PyYAML's composer, "" from libyaml's
+    if node.style is None:          # plain
         if tag == _bool_tag:
             return _SCALARS.construct_yaml_bool(node)
         if tag == _int_tag:

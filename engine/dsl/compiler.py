@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from engine.core.errors import Collector, did_you_mean
+from engine.core.errors import Collector, InputError, Loc, Problem, did_you_mean
 from engine.dsl.types import FIELD_TYPES, check_expr
 from engine.dsl.ast import (Binary, Call, Comprehension, Cond, Const, Expr, Field, Index, IsClass, Let,
-    ListLit, Paren, Quant, Unary, Var)
+    ListLit, Paren, Quant, Unary, Var, walk)
 
 
 # ---- compiling ----------------------------------------------------------------
@@ -89,6 +89,23 @@ class Compiler:
         run_source(def_source("f_" + name, params, self.source(body, params)), ns)
         if memo:
             ns["f_" + name] = _memoised(ns["f_" + name])
+        if self._recursive(name, body):
+            ns["f_" + name] = depth_guarded(ns["f_" + name], f"pack function '{name}'", body.loc)
+
+    def _recursive(self, name: str, body: Expr) -> bool:
+        """Whether `body` calls the pack function `name` again (through any pack functions)."""
+        seen: set[str] = set()
+        todo = [body]
+        while todo:
+            for e in walk(todo.pop()):
+                if isinstance(e, Call):
+                    if e.fn == name:
+                        return True
+                    prim = self.scope.functions.get(e.fn)
+                    if prim is not None and prim.template is not None and e.fn not in seen:
+                        seen.add(e.fn)
+                        todo.append(prim.template[1])
+        return False
 
     def _py(self, e: Expr, names: set[str]) -> str:
         py = self._py
@@ -208,6 +225,33 @@ def precompile(src: str):
 def run_source(src: str, ns: dict) -> None:
     """Execute generated definitions in `ns` (compiled at pack load, or now if not)."""
     exec(precompile(src), ns)  # noqa: S102 - generated from parsed rules only
+
+
+# Note [call depth]: a recursive pack function follows a chain in the graph (real_source
+# leaves subgraph Data for the parent's input, one call per level), so its depth is the
+# input's to choose. Each level costs two or three Python frames, so MAX_CALL_DEPTH
+# levels stay well inside Python's stack; deeper is a located error naming the function.
+# GE itself refuses subgraphs nested more than 32 levels (GraphUnfolder,
+# kHybridSubgraphRecursion) and its stream allocator 10 (kMaxSubgraphDepth).
+MAX_CALL_DEPTH = 200
+
+
+def depth_guarded(fn: Callable, what: str, loc: Loc) -> Callable:
+    """`fn`, refusing to nest more than MAX_CALL_DEPTH calls of itself (Note [call depth]):
+    for recursive pack functions and primitives that apply rules again."""
+    depth = [0]
+
+    def call(*args):
+        if depth[0] >= MAX_CALL_DEPTH:
+            raise InputError(Problem(loc, f"{what} called itself more than {MAX_CALL_DEPTH} "
+                                          f"levels deep on this graph (a subgraph nesting or reference chain "
+                                          f"that long)", "GE nests subgraphs at most 32 levels; flatten the graph"))
+        depth[0] += 1
+        try:
+            return fn(*args)
+        finally:
+            depth[0] -= 1
+    return call
 
 
 def _memoised(fn: Callable) -> Callable:

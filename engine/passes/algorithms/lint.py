@@ -20,7 +20,7 @@ from engine.passes.context import Diagnostic
 from engine.dsl.compiler import Compiler
 from engine.dsl.ast import Expr
 from engine.core.errors import Cite, Collector, Loc, PassFailure, did_you_mean
-from engine.core.graph import Graph, InAnchor, Node, OutAnchor
+from engine.core.graph import Graph, InAnchor, Node, OutAnchor, walk
 from engine.pack.model import Pack, Rule
 from engine.pack.loader import load_rules, parse_rule_expr
 from engine.dsl.library import PrimSpec, bound_functions, register as register_functions
@@ -192,14 +192,14 @@ class GraphLint:
         """Note [no reorder]: GE sorts the graph in place (root and subgraphs) before the
         lint. This pass changes nothing, so it computes that order (surgery.topo_sort's
         tie-break, loop back edges left out) and walks it; the graph keeps its own."""
-        order = self.order(g)
-        self.orders[g] = order
-        self.pos.update((n, i) for i, n in enumerate(order))
-        graphs.append(g)
-        for n in order:
-            for sg in n.subgraphs:
-                if sg is not None:
-                    self.sort(sg, graphs)
+        def sorted_nodes(h: Graph) -> list[Node]:
+            order = self.order(h)
+            self.orders[h] = order
+            self.pos.update((n, i) for i, n in enumerate(order))
+            graphs.append(h)
+            return order
+        for _ in walk(g, sorted_nodes):
+            pass
 
     def order(self, g: Graph) -> list[Node]:
         order = g.node_list()
@@ -231,11 +231,7 @@ class GraphLint:
 
     def all_nodes(self, g: Graph, out: list[Node]) -> list[Node]:
         """GetAllNodes after sorting: each node followed by its subgraphs' nodes."""
-        for n in self.orders[g]:
-            out.append(n)
-            for sg in n.subgraphs:
-                if sg is not None:
-                    self.all_nodes(sg, out)
+        out.extend(x for x in walk(g, self.orders.__getitem__) if isinstance(x, Node))
         return out
 
     # ---- MarkAllNodesInputRwType ------------------------------------------------------
@@ -359,16 +355,18 @@ class GraphLint:
 
     def why(self, a: InAnchor) -> tuple[str, Cite | str]:
         """(explanation, deciding rule: its Cite, or the name of what decided) of an input's type."""
-        if (a.node, a.idx) in self.set_by:
+        path = []                     # through nested subgraphs, iteratively (Note [no recursion])
+        while (a.node, a.idx) in self.set_by:
             inner, src = self.set_by[(a.node, a.idx)]
-            text, rule = self.why(inner)
-            return (f"through subgraph '{inner.node.graph.name}', where {src.name} feeds "
-                    f"{inner.node.name} {_port(inner)}: {text}"), rule
+            path.append(f"through subgraph '{inner.node.graph.name}', where {src.name} feeds "
+                        f"{inner.node.name} {_port(inner)}: ")
+            a = inner
         if _has_subgraphs(a.node):
-            return "no subgraph node sets it (graph_lint.subgraph_inputs.initial)", "graph_lint.subgraph_inputs.initial"
+            return ("".join(path) + "no subgraph node sets it (graph_lint.subgraph_inputs.initial)",
+                    "graph_lint.subgraph_inputs.initial")
         _, k = self.f_input(a.node, a, _Original(self.f_original(a.node)))
         rule = self.cfg.input_rules[k]
-        return str(rule.cite), rule.cite
+        return "".join(path) + str(rule.cite), rule.cite
 
 
 def _rule_name(c: Cite | str) -> str:

@@ -19,8 +19,8 @@ from typing import Any
 
 from engine.passes.registry import Algorithm, register
 from engine.passes.context import Insertion, Removal, anchor_ref
-from engine.dsl.compiler import Compiler
-from engine.dsl.ast import Expr
+from engine.dsl.compiler import Compiler, depth_guarded
+from engine.dsl.ast import Call, Expr, walk
 from engine.core.errors import Cite, Collector, Loc, PassFailure, did_you_mean
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor
 from engine.passes.insertion import InsertSpec, build_op, load_insert_spec
@@ -166,6 +166,14 @@ def _table(value, what, rows, cols, allowed, errors, fallback):
     return out, locs
 
 
+def _first_use(rules: list[Rule], fn: str) -> Loc:
+    """Where the first of `rules` calls `fn` (its list's first rule if none does)."""
+    for rule in rules:
+        if any(isinstance(e, Call) and e.fn == fn for x in (rule.when, rule.value) for e in walk(x)):
+            return rule.value.loc
+    return rules[0].loc if rules else Loc("<pack>")
+
+
 # ---- running -----------------------------------------------------------------------
 class _Typed:
     __slots__ = ("value", "why")
@@ -189,7 +197,8 @@ class RWPass:
         prims = bound_functions(ctx, RW_PRIMS, {
             "is_ref_output": lambda a: a is not None and a.idx in self.ref_out.get(a.node, ()),
             "is_ref_input": lambda a: a is not None and a.idx in self.ref_in.get(a.node, ()),
-            "single_output_rw": self._single_output_value,
+            "single_output_rw": depth_guarded(self._single_output_value, "single_output_rw",
+                                              _first_use(cfg.output_rules, "single_output_rw")),
         })
         pack = ctx.pack
         comp = Compiler(pack.scope(("node", "anchor"), consts, functions=prims), Collector())

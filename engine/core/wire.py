@@ -1,0 +1,84 @@
+"""Where a binary protobuf message first breaks: a byte offset for the error message.
+
+protobuf's parser says only "Error parsing message"; `first_error` walks the wire format
+itself, guided by the message's descriptor (submessages are entered, proto3 strings
+checked as UTF-8), with its own stack — no recursion — and returns the offset of the
+first field that cannot be read and what is wrong with it.
+"""
+from __future__ import annotations
+
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+
+MAX_NESTING = 100          # protobuf's default recursion limit, which its parser enforces
+
+
+def _varint(data: bytes, pos: int, end: int) -> tuple[int | None, int]:
+    value = shift = 0
+    while pos < end and shift < 70:
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+    return None, pos
+
+
+def first_error(data: bytes, desc: Descriptor) -> tuple[int, str] | None:
+    """(offset, problem) of the first unreadable field of `data` as a `desc`, or None."""
+    # a frame: (end offset, descriptor or None for unknown bytes, group number or 0)
+    stack: list[tuple[int, Descriptor | None, int]] = [(len(data), desc, 0)]
+    pos = 0
+    while True:
+        end, d, group = stack[-1]
+        if pos >= end:
+            if group:
+                return pos, f"group {group} is not closed"
+            if len(stack) == 1:
+                return None
+            stack.pop()
+            continue
+        start = pos
+        key, pos = _varint(data, pos, end)
+        if key is None:
+            return start, "truncated field key"
+        num, wt = key >> 3, key & 7
+        field = d.fields_by_number.get(num) if d is not None else None
+        name = f"field {num}" + (f" ('{field.name}' of {d.name})" if field is not None else "")
+        if num == 0:
+            return start, "field number 0"
+        if wt == 0:
+            value, pos = _varint(data, pos, end)
+            if value is None:
+                return start, f"{name}: truncated varint"
+        elif wt in (1, 5):
+            pos += 8 if wt == 1 else 4
+            if pos > end:
+                return start, f"{name}: truncated {64 if wt == 1 else 32}-bit value"
+        elif wt == 2:
+            n, body = _varint(data, pos, end)
+            if n is None:
+                return start, f"{name}: truncated length"
+            if body + n > end:
+                return start, f"{name}: length {n} runs past the end of its message (byte {end})"
+            pos = body + n
+            if field is not None and field.type == FieldDescriptor.TYPE_MESSAGE:
+                if len(stack) > MAX_NESTING:
+                    return start, f"messages nested more than {MAX_NESTING} levels deep"
+                stack.append((pos, field.message_type, 0))
+                pos = body
+            elif field is not None and field.type == FieldDescriptor.TYPE_STRING:
+                try:
+                    data[body:pos].decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    return body + exc.start, f"{name}: string is not valid UTF-8"
+        elif wt == 3:
+            if len(stack) > MAX_NESTING:
+                return start, f"groups nested more than {MAX_NESTING} levels deep"
+            stack.append((end, None, num))
+        elif wt == 4:
+            if group != num:
+                return start, f"end of group {num} without its start"
+            stack.pop()
+        else:
+            return start, f"invalid wire type {wt}"

@@ -47,9 +47,16 @@ def _load(path, pack, fmt):
     found, text, why = detect(data)
     if fmt is None:
         if found is None:
-            raise InputError(Problem(Loc(file), f"cannot tell the model format ({why})",
-                                     "memconflict reads GE dumps, TensorFlow GraphDefs (.pb/.pbtxt) and ONNX models; "
-                                     "name the format with --from ge|tensorflow|onnx|caffe"))
+            hint = ("memconflict reads GE dumps, TensorFlow GraphDefs (.pb/.pbtxt) and ONNX models; "
+                    "name the format with --from ge|tensorflow|onnx|caffe")
+            if not text:     # read as the default binary format, where the first broken byte is known
+                from engine.core.dumpio import parse_binary
+                try:
+                    parse_binary(data, file)
+                except InputError as exc:
+                    if exc.problems:
+                        why = f"{why}; read as a GE dump: {exc.problems[0].message}"
+            raise InputError(Problem(Loc(file), f"cannot tell the model format ({why})", hint))
         fmt = found
     notes: list[tuple[str, str]] = []
     stem = Path(path).stem

@@ -85,7 +85,7 @@ def bench(n: int | str, passes: list[str] | None, out_dir: Path) -> dict:
     js = report_json(report)
     t["json"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    html = render_html(report, ctx).encode()
+    html = render_html(report, ctx, times=True).encode()
     t["html"] = time.perf_counter() - t0
     stem = Path(n).stem if isinstance(n, str) else str(n)
     (out_dir / f"bench_{stem}.json").write_bytes(js)

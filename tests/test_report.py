@@ -193,13 +193,20 @@ def test_json_is_stable_and_carries_the_page_model(example):
     assert report["summary"]["by_type"]["Identity"] == sum(1 for i in ins if i["type"] == "Identity")
 
 
-def test_html_embeds_every_insertion_and_the_pass_times(example):
+def test_html_is_byte_identical_and_shows_pass_times_only_on_request(example, tmp_path):
+    (_, html0), (_, html1) = example
+    assert html0 == html1 and not re.search(r"<td class=\"num\">\d+\.\d{3} s</td>", html0)
+    rh = tmp_path / "t.html"
+    assert main(["run", str(EXAMPLE), "--report-html", str(rh), "--times", "--quiet"]) == 0
+    assert re.search(r"<td class=\"num\">\d+\.\d{3} s</td>", rh.read_text())
+
+
+def test_html_embeds_every_insertion(example):
     (raw, html), _ = example
     report = json.loads(raw)
     data = json.loads(re.search(r'<script type="application/json" id="mc-data">(.*?)</script>', html, re.S)[1])
     assert [c["name"] for c in data["insertions"]] == [i["name"] for i in report["insertions"]]
     assert all({"after", "before"} == set(c["draw"]) for c in data["insertions"])
-    assert re.search(r"<td class=\"num\">\d+\.\d{3} s</td>", html)          # times: in the page only
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "https://" not in html
     assert "<link" not in html and "src=" not in html.split('id="mc-data"')[0]
     csp = html_lib.unescape(re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html)[1])

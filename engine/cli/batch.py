@@ -65,7 +65,7 @@ def run_one(task: dict) -> dict:
             files.append((names[1], report_json(report)))
             if task["html"]:
                 from engine.report.html import render_html
-                files.append((names[2], render_html(report, ctx).encode()))
+                files.append((names[2], render_html(report, ctx, task["times"]).encode()))
             out["outputs"] = files
         out["gated"] = gated_findings(ctx, task["fail_on"])
         if out["gated"]:
@@ -121,6 +121,7 @@ def cmd_run_many(args) -> int:
         files.claim("--out-dir", os.path.join(args.out_dir, "index.json"))
     tasks = [{"graph": g, "rules": folder, "option": args.option, "passes": args.passes, "fail_on": gates,
               "from_format": getattr(args, "from_format", None), "runtime": bool(getattr(args, "runtime", False)),
+              "times": bool(getattr(args, "times", False)),
               "out_dir": args.out_dir, "html": bool(args.html)} for g in graphs]
     quiet = args.quiet
     results = []

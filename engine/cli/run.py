@@ -47,6 +47,8 @@ def add_commands(sub) -> None:
     r.add_argument("--scheduler", metavar="ADDR", help="run the graphs on a dask cluster: tcp://HOST:PORT, or 'local' "
                    "for a LocalCluster of --jobs workers (needs the dask extra)")
     add_from(r)
+    r.add_argument("--times", action="store_true",
+                   help="show each pass's time in the HTML report (the page then differs from run to run)")
     r.add_argument("--runtime", action="store_true",
                    help="also list, for every If/Case, the runtime nodes GE's RT2 builder would add "
                         "(PointFromInputs, IdentityAddr, parent guarders) and why")
@@ -122,7 +124,7 @@ def cmd_run(args) -> int:
             outputs.append((args.report_json, report_json(report)))
         if args.report_html:
             from engine.report.html import render_html
-            outputs.append((args.report_html, render_html(report, ctx).encode()))
+            outputs.append((args.report_html, render_html(report, ctx, args.times).encode()))
         files.write(outputs)
     if not args.quiet:
         print(summary_text(ctx, display_path(args.graph)), file=files.text_stream())

@@ -147,6 +147,8 @@ def page_view(report: dict, seconds: list[float] | None = None) -> dict:
     }
 
 
-def render_html(report: dict, ctx=None) -> str:
-    seconds = [r.seconds for r in ctx.pass_runs] if ctx is not None else None
+def render_html(report: dict, ctx=None, times: bool = False) -> str:
+    """The page; with `times` (run --times) each pass's time too, so the page then differs
+    from run to run (without it the page is byte-identical, like the other outputs)."""
+    seconds = [r.seconds for r in ctx.pass_runs] if ctx is not None and times else None
     return _env().get_template("report.html.j2").render(**page_view(report, seconds))

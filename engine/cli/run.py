@@ -6,6 +6,7 @@ from pathlib import Path
 
 from engine.core.errors import InputError, Loc, PassFailure, Problem, display_path
 from engine.core.io import YAML_SUFFIXES, load_graph
+from engine.cli import findings
 from engine.cli.common import note_graph, pack_dir, run_graph
 
 RULES_HELP = ("rule pack folder (default: $MEMCONFLICT_RULES, else [tool.memconflict] rules in the nearest "
@@ -25,6 +26,7 @@ def add_commands(sub) -> None:
     r.add_argument("--fail-on", action="append", metavar="CODE|insertions|warnings",
                    help="exit 3 when the run has such findings: a diagnostic code (W18888), any inserted "
                         "node, or any warning; outputs are still written (repeatable)")
+    findings.add_arguments(r)
     r.set_defaults(func=cmd_run)
 
     e = sub.add_parser("explain", help="run the passes and explain why one node was inserted")
@@ -60,11 +62,13 @@ def cmd_run(args) -> int:
     files.claim("--out", args.out)
     files.claim("--report-json", args.report_json)
     files.claim("--report-html", args.report_html)
+    findings.claim(files, args)
     with Progress(sys.stderr, enabled=not args.quiet) as progress:
         try:
             ctx, before = run_graph(args, progress)
         except PassFailure as exc:
             sys.stderr.write(f"memconflict: {exc}\n")
+            findings.write_failure(files, args, exc)
             return 1
         progress.stage("writing outputs")
         outputs: list[tuple[str, bytes]] = []
@@ -77,9 +81,10 @@ def cmd_run(args) -> int:
         if args.report_html:
             from engine.report.html import render_html
             outputs.append((args.report_html, render_html(report, ctx).encode()))
+        outputs += findings.outputs(args, ctx, report)
         files.write(outputs)
     if not args.quiet:
-        print(summary_text(ctx, display_path(args.graph)), file=files.text_stream())
+        print(summary_text(ctx, display_path(args.graph), args.min_severity), file=files.text_stream())
     held = gated_findings(ctx, gates)
     if held:
         sys.stderr.write(f"memconflict: --fail-on: {'; '.join(held)}\n")

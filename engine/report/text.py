@@ -13,7 +13,12 @@ from engine.core.errors import display_path
 from engine.passes.context import RunContext
 
 
-def summary_text(ctx: RunContext, input_file: str) -> str:
+SEVERITIES = ("info", "warning", "error")
+
+
+def summary_text(ctx: RunContext, input_file: str, min_severity: str = "info") -> str:
+    """The pass table, the counts, and one line per diagnostic at `min_severity` or above
+    (the ones left out are counted)."""
     rows = [("#", "pass", "status", "inserted", "removed", "time")]
     for k, r in enumerate(ctx.pass_runs, 1):
         rows.append((str(k), r.pass_id, r.status, str(r.inserted), str(r.removed), f"{r.seconds:.3f}s"))
@@ -35,8 +40,12 @@ def summary_text(ctx: RunContext, input_file: str) -> str:
     by_rule = Counter(i.rule for i in ctx.insertions)
     if by_rule:
         lines.append("  by rule: " + ", ".join(f"{r} {c}" for r, c in sorted(by_rule.items())))
-    for d in ctx.diagnostics:
+    floor = SEVERITIES.index(min_severity)
+    shown = [d for d in ctx.diagnostics if SEVERITIES.index(d.severity) >= floor]
+    for d in shown:
         lines.append(f"  {d.severity} {d.code}: {d.message}")
+    if len(shown) < len(ctx.diagnostics):
+        lines.append(f"  ({len(ctx.diagnostics) - len(shown)} diagnostic(s) below {min_severity} not shown)")
     return "\n".join(lines)
 
 

@@ -186,7 +186,11 @@ def _cell(x: _Reader) -> list[dict]:
     if not x.has("decision"):
         return []
     cell = x.get("cell", "the decision")
-    return [_uncited_id(cited(f"{cell} = {x.get('decision')}", x.get("cell_loc")))]
+    s = cited(f"{cell} = {x.get('decision')}", x.get("cell_loc"))
+    if x.has("matrix_rule"):      # the card names the typing rule; the cell is a step of its own
+        s["rule"] = str(x.get("matrix_rule"))
+        return [s]
+    return [_uncited_id(s)]
 
 
 def _parent(x: _Reader) -> list[dict]:

@@ -374,7 +374,8 @@ def render_card(card: dict, rules: dict) -> str:
     hood = card.get("neighbourhood")
     if hood:
         from engine.report.neighbourhood import undo
-        lines.append("  before  " + _edges_text(hood, undo(hood, moved)))
+        before = card.get("before") or {"nodes": hood["nodes"], "edges": undo(hood, moved)}
+        lines.append("  before  " + _edges_text(before, before["edges"]))
         lines.append("  after   " + _edges_text(hood, hood["edges"]))
     lines.append("  reason  " + "; ".join(f"{k}={show(v)}" for k, v in (card.get("reason") or {}).items()))
     return "\n".join(lines)

@@ -26,7 +26,8 @@ from engine.core.resources import data_dir
 
 KINDS = ("stats", "facts", "table", "counts", "cards", "rules")
 CARD_KEYS = ("name", "type", "graph", "pass", "rule", "rule_loc", "producer", "consumers", "reason", "attrs",
-             "attr_values", "moved_control", "path", "explanation", "neighbourhood")   # what report.js prints
+             "attr_values", "moved_control", "path", "explanation", "neighbourhood", "fate", "removed_by")
+# what report.js prints
 
 
 def _env() -> Environment:
@@ -115,6 +116,9 @@ def _section(section: dict, report: dict) -> dict:
                                     for f in data.get("filters", [])]}
     elif kind == "rules":
         view["data"] = _rules(report, data.get("items", "rules"))
+    elif kind == "stats":
+        view["data"] = {"tiles": [{**t, "fkey": (t.get("filter") or ["", ""])[0], "fvalue": (t.get("filter") or ["", ""])[1]}
+                                  for t in data.get("tiles", [])]}
     elif kind in KINDS:
         view["data"] = data
     else:
@@ -123,11 +127,13 @@ def _section(section: dict, report: dict) -> dict:
 
 
 def card_drawings(rec: dict) -> dict:
+    """Both pictures laid out: "after" from the final graph, "before" from the graph as
+    the inserting pass saw it (Note [before as seen]), each with its own nodes and edges."""
     hood = rec["neighbourhood"]
-    before = undo(hood, rec.get("moved_control") or [])
-    count = len(hood["nodes"])
-    return {"after": layout(count, hood["edges"]),                 # edges: rec["neighbourhood"]["edges"]
-            "before": {**layout(count, before, skip=0), "edges": before}}
+    before = rec.get("before") or {"nodes": hood["nodes"], "edges": undo(hood, rec.get("moved_control") or [])}
+    return {"after": layout(len(hood["nodes"]), hood["edges"]),         # nodes, edges: rec["neighbourhood"]
+            "before": {**layout(len(before["nodes"]), before["edges"], skip=0), "nodes": before["nodes"],
+                       "edges": before["edges"]}}
 
 
 def page_view(report: dict, seconds: list[float] | None = None) -> dict:

@@ -37,6 +37,12 @@ def summary_text(ctx: RunContext, input_file: str, min_severity: str = "info") -
     lines.append(f"  {len(ctx.insertions)} node(s) inserted"
                  + (" (" + ", ".join(f"{t} {c}" for t, c in sorted(by_type.items())) + ")" if by_type else "")
                  + f", {len(ctx.removals)} removed, {len(ctx.diagnostics)} diagnostic(s)")
+    removed = {(r.graph, r.name) for r in ctx.removals}
+    transient = {(i.graph, i.name) for i in ctx.insertions if (i.graph, i.name) in removed
+                 and (ctx.model.graphs.get(i.graph) is None or ctx.model.graphs[i.graph].find(i.name) is None)}
+    inserted = {(i.graph, i.name) for i in ctx.insertions}
+    lines.append(f"  net change: {len(ctx.insertions) - len(transient)} added, {len(removed - inserted)} removed"
+                 + (f" ({len(transient)} transient: inserted, then removed by a later pass)" if transient else ""))
     by_rule = Counter(i.rule for i in ctx.insertions)
     if by_rule:
         lines.append("  by rule: " + ", ".join(f"{r} {c}" for r, c in sorted(by_rule.items())))

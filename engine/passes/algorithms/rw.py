@@ -536,7 +536,7 @@ class RWPass:
         if decisive is not None:
             reason = {**reason, "matrix_rule": f"rw/{rule}"}
             cite = decisive
-        self.ctx.insertions.append(Insertion(
+        self.ctx.record(Insertion(
             name=node.name, type=node.type, graph=node.graph.name, pass_id=self.spec.id,
             rule=cite.rule_id, cite=cite, producer=anchor_ref(src),
             consumers=tuple(anchor_ref(d) for d in dsts), reason=reason,

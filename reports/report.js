@@ -241,7 +241,9 @@
 
   function drawing(it, which) {
     var hood = it.neighbourhood, lay = it.draw[which];
-    var edges = lay.edges || hood.edges, nodes = lay.nodes || hood.nodes;
+    var edges = lay.edges || hood.edges;
+    var nodes = (lay.nodes || hood.nodes).map(function (n) { return typeof n === "number" ? hood.nodes[n] : n; });
+    function height(k) { return lay.hs && lay.hs[k] ? lay.hs[k] : NODE_H; }
     var fig = el("figure", "mc-fig mc-fig-" + which);
     fig.appendChild(el("figcaption", "", which === "after" ? "after" : "before"));
     var w = lay.w, h = lay.h + FRAME_TOP;
@@ -255,18 +257,19 @@
       sub ? "subgraph " + last.graph + " of " + last.via : "graph " + last.graph));
     var g = svg("g", { transform: "translate(0," + FRAME_TOP + ")" });
     var labelled = {};
-    function portY(k, side, port) {        // Note [ports apart] in engine/report/neighbourhood.py
-      var h = lay.hs ? lay.hs[k] : NODE_H, list = lay.ports ? lay.ports[k][side] : [];
-      for (var j = 0; j < list.length; j++) if (list[j][0] === port) return list[j][1];
-      return h / 2;
+    var portAt = {};                       // Note [ports apart] in engine/report/neighbourhood.py
+    (lay.ports || []).forEach(function (p) { portAt[p[0] + (p[3] ? ">" : "<") + p[1]] = p[2]; });
+    function portY(k, out, port) {
+      var y = portAt[k + (out ? ">" : "<") + port];
+      return y === undefined ? height(k) / 2 : y;
     }
     edges.forEach(function (e) {
       var a = lay.pos[e[0]], b = lay.pos[e[2]];
       if (!a || !b) return;
       var ctrl = e[1] < 0;
       var x1 = a[0] + NODE_W, x2 = b[0];
-      var y1 = a[1] + (ctrl ? (lay.hs ? lay.hs[e[0]] : NODE_H) / 2 : portY(e[0], "out", e[1]));
-      var y2 = b[1] + (ctrl ? (lay.hs ? lay.hs[e[2]] : NODE_H) / 2 : portY(e[2], "in", e[3]));
+      var y1 = a[1] + (ctrl ? height(e[0]) / 2 : portY(e[0], true, e[1]));
+      var y2 = b[1] + (ctrl ? height(e[2]) / 2 : portY(e[2], false, e[3]));
       var mx = (x1 + x2) / 2;
       g.appendChild(svg("path", {
         d: "M" + x1 + "," + y1 + " C" + mx + "," + y1 + " " + mx + "," + y2 + " " + (x2 - 2) + "," + y2,
@@ -284,7 +287,7 @@
       if (!p) return;
       var node = svg("g", { "class": k === 0 ? "mc-node mc-hl" : "mc-node", transform: "translate(" + p[0] + "," + p[1] + ")" });
       node.appendChild(svg("title", {}, n[0] + (n[1] ? " (" + n[1] + ")" : "")));
-      node.appendChild(svg("rect", { width: NODE_W, height: lay.hs ? lay.hs[k] : NODE_H, rx: 6 }));
+      node.appendChild(svg("rect", { width: NODE_W, height: height(k), rx: 6 }));
       node.appendChild(svg("text", { x: 8, y: 16, "class": "mc-node-type" }, short(n[1] || "?", 22)));
       node.appendChild(svg("text", { x: 8, y: 31, "class": "mc-node-name" }, short(n[0], 24)));
       g.appendChild(node);

@@ -19,6 +19,7 @@ from engine.core.attrs import attr_value, node_attr
 from engine.core.errors import Cite, Loc
 
 MAX_LISTED = 8
+MAX_FACT_ITEMS = 4      # items of a list-valued fact a step shows
 
 
 def show(value: Any) -> str:
@@ -180,6 +181,8 @@ def _why(x: _Reader) -> list[dict]:
         if key in x.used or key in ("why", "kind", "step") or isinstance(value, Cite):
             continue
         x.used.add(key)
+        if isinstance(value, list) and len(value) > MAX_FACT_ITEMS:   # the record keeps them all
+            value = value[:MAX_FACT_ITEMS] + [f"… {len(value) - MAX_FACT_ITEMS} more"]
         facts.append([key.replace("_", " "), x.annotate(value)])
     if not x.has("why") and not facts:
         return []
@@ -201,18 +204,17 @@ def _sibling(x: _Reader) -> list[dict]:
 
 def _writer_chain(x: _Reader) -> list[dict]:
     """The chain of in-place writers from a variable to the one a ref follows."""
-    out = []
-    if x.has("writer_chain"):
-        chain = x.get("writer_chain") or []
-        cut = x.get("writer_chain_omitted", 0) if x.has("writer_chain_omitted") else 0
-        out.append(step(f"variable {x.get('variable', '?')} is written in place along "
-                        + " → ".join(map(str, chain)) + (f" (+{cut} earlier)" if cut else "")
-                        + f"; the last writer is {x.get('writer', chain[-1] if chain else '?')}"))
+    if not x.has("writer_chain"):
+        return []
+    chain = x.get("writer_chain") or []
+    cut = x.get("writer_chain_omitted", 0) if x.has("writer_chain_omitted") else 0
+    text = (f"variable {x.get('variable', '?')} is written in place along " + " → ".join(map(str, chain))
+            + (f" (+{cut} earlier)" if cut else "") + f"; the new node follows the last writer, "
+            f"{x.get('writer', chain[-1] if chain else '?')}")
     if x.has("ref_source"):
         attr = x.get("ref_source_attr") if x.has("ref_source_attr") else ""
-        out.append(step(f"the new node names its source variable {x.get('ref_source')}"
-                        + (f" in its attribute {attr}" if attr else "")))
-    return out
+        text += f", and names {x.get('ref_source')} as its source" + (f" ({attr})" if attr else "")
+    return [step(text, x.r.get("rule") or "", x.r.get("rule_loc") or "")]
 
 
 def _output(x: _Reader) -> list[dict]:

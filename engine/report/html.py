@@ -21,7 +21,7 @@ import json
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from engine.report.neighbourhood import layout, undo
+from engine.report.neighbourhood import NODE_H, layout, undo
 from engine.core.resources import data_dir
 
 KINDS = ("stats", "facts", "table", "counts", "cards", "rules")
@@ -128,12 +128,40 @@ def _section(section: dict, report: dict) -> dict:
 
 def card_drawings(rec: dict) -> dict:
     """Both pictures laid out: "after" from the final graph, "before" from the graph as
-    the inserting pass saw it (Note [before as seen]), each with its own nodes and edges."""
+    the inserting pass saw it (Note [before as seen]). Compact for the page: a "before"
+    node that is also drawn after is its index there; ports are [node, port, dy, out?]
+    rows and heights {node: h} only where they differ from NODE_H (reports/report.js)."""
     hood = rec["neighbourhood"]
     before = rec.get("before") or {"nodes": hood["nodes"], "edges": undo(hood, rec.get("moved_control") or [])}
-    return {"after": layout(len(hood["nodes"]), hood["edges"]),         # nodes, edges: rec["neighbourhood"]
-            "before": {**layout(len(before["nodes"]), before["edges"], skip=0), "nodes": before["nodes"],
+    where = {tuple(n): k for k, n in enumerate(hood["nodes"])}
+    nodes = [where.get(tuple(n), n) for n in before["nodes"]]
+    return {"after": _compact(layout(len(hood["nodes"]), hood["edges"])),     # nodes, edges: rec["neighbourhood"]
+            "before": {**_compact(layout(len(before["nodes"]), before["edges"], skip=0)), "nodes": nodes,
                        "edges": before["edges"]}}
+
+
+def _compact(lay: dict) -> dict:
+    ports = [[k, p, dy, side == "out"] for k, sides in enumerate(lay["ports"]) for side in ("in", "out")
+             for p, dy in sides[side]]
+    out = {"w": lay["w"], "h": lay["h"], "pos": lay["pos"]}
+    if ports:
+        out["ports"] = ports
+    hs = {str(k): h for k, h in enumerate(lay["hs"]) if h != NODE_H}
+    if hs:
+        out["hs"] = hs
+    return out
+
+
+OPTIONAL = ("attrs", "attr_values", "moved_control")     # left out of a card when empty (report.js defaults them)
+
+
+def _card(rec: dict) -> dict:
+    """What report.js needs of one insertion; empty optional fields and a step's empty
+    rule, location and facts are left out (the page is ~2 KB a card at 10^4 cards)."""
+    card = {k: rec[k] for k in CARD_KEYS if k in rec and not (k in OPTIONAL and not rec[k])}
+    card["explanation"] = [{k: v for k, v in s.items() if v or k == "text"} for s in rec.get("explanation", [])]
+    card["draw"] = card_drawings(rec)
+    return card
 
 
 def page_view(report: dict, seconds: list[float] | None = None) -> dict:
@@ -142,7 +170,7 @@ def page_view(report: dict, seconds: list[float] | None = None) -> dict:
         if s["id"] == "passes" and seconds is not None:
             s = _with_times(s, seconds)
         sections.append(_section(s, report))
-    cards = [{**{k: rec[k] for k in CARD_KEYS if k in rec}, "draw": card_drawings(rec)} for rec in report["insertions"]]
+    cards = [_card(rec) for rec in report["insertions"]]
     script = _asset("report.js")
     return {
         "report": report, "sections": sections, "style": Markup(_asset("report.css")), "script": Markup(script),

@@ -100,14 +100,23 @@ def test_every_drawing_of_the_example_keeps_its_port_labels_apart(example):
     report, _ = example
     widest = 0
     for rec in report["insertions"]:
-        for which, lay in card_drawings(rec).items():
-            sides: dict = {}
-            for k, _, dy, out in lay.get("ports", []):
-                sides.setdefault((k, out), []).append(dy)
-            for key, ys in sides.items():
-                ys.sort()
-                assert all(b - a >= PORT_GAP - 1 for a, b in zip(ys, ys[1:])), (rec["name"], which, key)
-                widest = max(widest, len(ys))
+        pictures = [(rec["neighbourhood"], None), (rec["before"], 0)]
+        for hood, skip in pictures:
+            lay = layout(len(hood["nodes"]), hood["edges"], skip=skip)
+            for k, ports in enumerate(lay["ports"]):
+                for side in ("in", "out"):
+                    ys = [y for _, y in ports[side]]
+                    assert all(b - a >= PORT_GAP - 1 for a, b in zip(ys, ys[1:])), (rec["name"], k, side)
+                    assert all(0 < y < lay["hs"][k] for y in ys)
+                    widest = max(widest, len(ys))
+        page = card_drawings(rec)                       # the page leaves out ports at mid-height only
+        for which, hood, skip in (("after", rec["neighbourhood"], None), ("before", rec["before"], 0)):
+            full = layout(len(hood["nodes"]), hood["edges"], skip=skip)
+            kept = {(k, p, out) for k, p, _, out in page[which].get("ports", [])}
+            for k, ports in enumerate(full["ports"]):
+                for side in ("in", "out"):
+                    for p, y in ports[side]:
+                        assert ((k, p, side == "out") in kept) == (2 * y != full["hs"][k])
     assert widest >= 3          # the loop body's three-input copy
 
 

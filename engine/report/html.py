@@ -130,7 +130,8 @@ def card_drawings(rec: dict) -> dict:
     """Both pictures laid out: "after" from the final graph, "before" from the graph as
     the inserting pass saw it (Note [before as seen]). Compact for the page: a "before"
     node that is also drawn after is its index there; ports are [node, port, dy, out?]
-    rows and heights {node: h} only where they differ from NODE_H (reports/report.js)."""
+    rows for the ports not at mid-height and heights {node: h} only where they differ
+    from NODE_H (the defaults of reports/report.js)."""
     hood = rec["neighbourhood"]
     before = rec.get("before") or {"nodes": hood["nodes"], "edges": undo(hood, rec.get("moved_control") or [])}
     where = {tuple(n): k for k, n in enumerate(hood["nodes"])}
@@ -142,7 +143,7 @@ def card_drawings(rec: dict) -> dict:
 
 def _compact(lay: dict) -> dict:
     ports = [[k, p, dy, side == "out"] for k, sides in enumerate(lay["ports"]) for side in ("in", "out")
-             for p, dy in sides[side]]
+             for p, dy in sides[side] if 2 * dy != lay["hs"][k]]        # mid-height is report.js's default
     out = {"w": lay["w"], "h": lay["h"], "pos": lay["pos"]}
     if ports:
         out["ports"] = ports

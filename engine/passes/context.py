@@ -7,6 +7,7 @@ from typing import Any
 
 from engine.core.errors import Cite, Loc
 from engine.core.graph import Model, Node
+from engine.core.neighbourhood import capture
 from engine.pack.model import Pack
 
 
@@ -109,7 +110,6 @@ class RunContext:
         """Keep an insertion, and its neighbourhood the moment the pass records it (the
         report's "before" picture, Note [before as seen] in engine/report/neighbourhood.py).
         O(1) per insertion: the capture is bounded."""
-        from engine.core.neighbourhood import capture
         g = self.model.graphs.get(ins.graph)
         node = g.find(ins.name) if g is not None else None
         if node is not None:

@@ -213,7 +213,7 @@
     box.appendChild(t);
     box.appendChild(table("Control edges moved onto it", ["from"], (it.moved_control || []).map(function (n) { return [n]; }), "none"));
     var reason = it.reason || {};
-    box.appendChild(table("Recorded facts", ["key", "value"], Object.keys(reason).map(function (k) {
+    box.appendChild(table("Other recorded facts", ["key", "value"], Object.keys(reason).map(function (k) {
       return [k, show(reason[k])];
     }), "none"));
     return box;

@@ -167,3 +167,13 @@ def test_variable_card_names_the_writer_chain_and_the_refs_source(tmp_path):
     assert chain["text"].startswith("variable var is written in place along var → a1:0 → a2:0; the new node "
                                     "follows the last writer, a2:0, and names var as its source (")
     assert chain["rule"] == "var/ref-after-writer" and chain["loc"] == c["rule_loc"]
+
+
+def test_page_card_does_not_repeat_the_facts_its_steps_show(example):
+    from engine.report.html import _card
+    report, _ = example
+    rec = next(i for i in report["insertions"] if i["rule"] == "hccl/protect-constant")
+    card = _card(rec)
+    assert "src" in rec["reason"] and "src" not in card["reason"]            # told by the rule's step
+    assert ["src", "layer_8/conv2d/kernel:0 (Variable)"] in card["explanation"][0]["facts"]
+    assert all("rule" in s or s.get("loc") or s.get("facts") or set(s) == {"text"} for s in card["explanation"])

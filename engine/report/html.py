@@ -161,6 +161,11 @@ def _card(rec: dict) -> dict:
     rule, location and facts are left out (the page is ~2 KB a card at 10^4 cards)."""
     card = {k: rec[k] for k in CARD_KEYS if k in rec and not (k in OPTIONAL and not rec[k])}
     card["explanation"] = [{k: v for k, v in s.items() if v or k == "text"} for s in rec.get("explanation", [])]
+    # the facts a step already shows (the rule's own step lists the recorded facts no sentence
+    # told) are not repeated under "Other recorded facts"; the JSON report keeps every one
+    told = {label for s in rec.get("explanation", []) for label, _ in s.get("facts", [])}
+    reason = rec.get("reason") or {}
+    card["reason"] = {k: v for k, v in reason.items() if k.replace("_", " ") not in told}
     card["draw"] = card_drawings(rec)
     return card
 

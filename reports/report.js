@@ -104,8 +104,19 @@
     tags.appendChild(el("span", "mc-badge mc-pass", it.pass));
     tags.appendChild(el("span", "mc-badge mc-rule", it.rule));
     h.appendChild(tags);
+    if (it.fate === "transient") tags.appendChild(el("span", "mc-badge mc-transient", "transient"));
     c.appendChild(h);
     c.appendChild(where(it));
+    var holder = c;
+    if (it.fate === "transient") {
+      // a node a later pass removed again: one line, the card folded under it
+      c.classList.add("mc-card-transient");
+      holder = el("details", "mc-fold");
+      var gone = it.removed_by || {};
+      holder.appendChild(el("summary", "mc-fold-line", "came and went: removed again by " + (gone.pass || "a later pass") +
+        (gone.rule ? " (rule " + gone.rule + ")" : "") + " — not in the final graph"));
+      c.appendChild(holder);
+    }
     var body = el("div", "mc-card-body");
     var left = el("div", "mc-explain");
     left.appendChild(el("h4", "", "Why"));
@@ -115,8 +126,8 @@
     right.appendChild(drawing(it, "before"));
     right.appendChild(drawing(it, "after"));
     body.appendChild(right);
-    c.appendChild(body);
-    c.appendChild(details(it));
+    holder.appendChild(body);
+    holder.appendChild(details(it));
     return c;
   }
 
@@ -202,7 +213,7 @@
     box.appendChild(t);
     box.appendChild(table("Control edges moved onto it", ["from"], (it.moved_control || []).map(function (n) { return [n]; }), "none"));
     var reason = it.reason || {};
-    box.appendChild(table("Recorded facts", ["key", "value"], Object.keys(reason).map(function (k) {
+    box.appendChild(table("Other recorded facts", ["key", "value"], Object.keys(reason).map(function (k) {
       return [k, show(reason[k])];
     }), "none"));
     return box;
@@ -230,7 +241,9 @@
 
   function drawing(it, which) {
     var hood = it.neighbourhood, lay = it.draw[which];
-    var edges = which === "after" ? hood.edges : it.draw.before.edges;
+    var edges = lay.edges || hood.edges;
+    var nodes = (lay.nodes || hood.nodes).map(function (n) { return typeof n === "number" ? hood.nodes[n] : n; });
+    function height(k) { return lay.hs && lay.hs[k] ? lay.hs[k] : NODE_H; }
     var fig = el("figure", "mc-fig mc-fig-" + which);
     fig.appendChild(el("figcaption", "", which === "after" ? "after" : "before"));
     var w = lay.w, h = lay.h + FRAME_TOP;
@@ -244,11 +257,19 @@
       sub ? "subgraph " + last.graph + " of " + last.via : "graph " + last.graph));
     var g = svg("g", { transform: "translate(0," + FRAME_TOP + ")" });
     var labelled = {};
+    var portAt = {};                       // Note [ports apart] in engine/report/neighbourhood.py
+    (lay.ports || []).forEach(function (p) { portAt[p[0] + (p[3] ? ">" : "<") + p[1]] = p[2]; });
+    function portY(k, out, port) {
+      var y = portAt[k + (out ? ">" : "<") + port];
+      return y === undefined ? height(k) / 2 : y;
+    }
     edges.forEach(function (e) {
       var a = lay.pos[e[0]], b = lay.pos[e[2]];
       if (!a || !b) return;
       var ctrl = e[1] < 0;
-      var x1 = a[0] + NODE_W, y1 = a[1] + NODE_H / 2, x2 = b[0], y2 = b[1] + NODE_H / 2;
+      var x1 = a[0] + NODE_W, x2 = b[0];
+      var y1 = a[1] + (ctrl ? height(e[0]) / 2 : portY(e[0], true, e[1]));
+      var y2 = b[1] + (ctrl ? height(e[2]) / 2 : portY(e[2], false, e[3]));
       var mx = (x1 + x2) / 2;
       g.appendChild(svg("path", {
         d: "M" + x1 + "," + y1 + " C" + mx + "," + y1 + " " + mx + "," + y2 + " " + (x2 - 2) + "," + y2,
@@ -256,17 +277,17 @@
         "marker-end": ctrl ? "url(#mc-arrow-ctrl)" : "url(#mc-arrow)"
       }));
       if (!ctrl) {
-        if (!labelled[e[0] + ":" + e[1]]) g.appendChild(svg("text", { x: x1 + 4, y: y1 - 4, "class": "mc-port" }, e[1]));
+        if (!labelled[e[0] + ":" + e[1]]) g.appendChild(svg("text", { x: x1 + 4, y: y1 - 3, "class": "mc-port mc-port-out" }, e[1]));
         labelled[e[0] + ":" + e[1]] = true;
-        g.appendChild(svg("text", { x: x2 - 12, y: y2 - 5, "class": "mc-port mc-port-in" }, e[3]));
+        g.appendChild(svg("text", { x: x2 - 4, y: y2 - 3, "text-anchor": "end", "class": "mc-port mc-port-in" }, e[3]));
       }
     });
-    hood.nodes.forEach(function (n, k) {
+    nodes.forEach(function (n, k) {
       var p = lay.pos[k];
       if (!p) return;
       var node = svg("g", { "class": k === 0 ? "mc-node mc-hl" : "mc-node", transform: "translate(" + p[0] + "," + p[1] + ")" });
       node.appendChild(svg("title", {}, n[0] + (n[1] ? " (" + n[1] + ")" : "")));
-      node.appendChild(svg("rect", { width: NODE_W, height: NODE_H, rx: 6 }));
+      node.appendChild(svg("rect", { width: NODE_W, height: height(k), rx: 6 }));
       node.appendChild(svg("text", { x: 8, y: 16, "class": "mc-node-type" }, short(n[1] || "?", 22)));
       node.appendChild(svg("text", { x: 8, y: 31, "class": "mc-node-name" }, short(n[0], 24)));
       g.appendChild(node);

@@ -198,3 +198,108 @@ def test_ten_thousand_cards_stay_responsive(example, tmp_path):
     assert out["ready_ms"] < 5000 and out["search_ms"] < 500 and out["filter_ms"] < 500
     assert out["searched_text"] == f"10 of {len(many)} inserted node(s) match"
     assert out["filtered_text"] == count_text(sum(1 for i in many if i["type"] == value), len(many))
+
+
+# ---- issue 11: reports that say what happened ---------------------------------------------------
+STORY = """window.addEventListener("load", function () { setTimeout(check, 0); });
+function check() {
+  var out = {errors: __mc.errors};
+  function overlaps(a, b) { return a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height; }
+  out.port_overlaps = 0;
+  out.ports = 0;
+  out.max_ports = 0;
+  document.querySelectorAll("#mc-cards svg").forEach(function (s) {
+    var boxes = Array.prototype.map.call(s.querySelectorAll("text.mc-port"), function (t) { return t.getBBox(); });
+    out.ports += boxes.length;
+    out.max_ports = Math.max(out.max_ports, boxes.length);
+    for (var i = 0; i < boxes.length; i++) for (var j = i + 1; j < boxes.length; j++) if (overlaps(boxes[i], boxes[j])) out.port_overlaps++;
+  });
+  var cards = Array.prototype.slice.call(document.querySelectorAll("#mc-cards .mc-card"));
+  var folded = cards.filter(function (c) { return c.classList.contains("mc-card-transient"); });
+  out.folded = folded.length;
+  out.folded_closed = folded.filter(function (c) { var d = c.querySelector("details.mc-fold"); return d && !d.open; }).length;
+  out.folded_hidden = folded.filter(function (c) { return !c.querySelector(".mc-card-body").checkVisibility(); }).length;
+  out.fold_line = folded.length ? folded[0].querySelector("summary").textContent : "";
+  out.kept_open = cards.filter(function (c) { return !c.classList.contains("mc-card-transient") && c.querySelector(".mc-card-body").checkVisibility(); }).length;
+  var memset_card = document.getElementById(__HCCL__);
+  out.before_names = memset_card ? Array.prototype.map.call(memset_card.querySelectorAll(".mc-fig-before .mc-node title"), function (t) { return t.textContent; }) : [];
+  out.after_names = memset_card ? Array.prototype.map.call(memset_card.querySelectorAll(".mc-fig-after .mc-node title"), function (t) { return t.textContent; }) : [];
+  out.header = document.querySelector(".mc-subject").textContent.replace(/\\s+/g, " ");
+  var link = document.querySelector('.mc-subject .mc-filter-link[data-value="transient"]');
+  link.click();
+  out.after_click = document.getElementById("mc-count").textContent;
+  out.fate_select = document.querySelector('select[data-filter="fate"]').value;
+  var pre = document.createElement("pre");
+  pre.id = "mc-test";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+}"""
+
+FIT = """window.addEventListener("load", function () { setTimeout(check, 0); });
+function check() {
+  var out = {errors: __mc.errors, clipped: [], cells: 0, causes: []};
+  document.querySelectorAll("table.mc-fit td").forEach(function (td) {
+    out.cells++;
+    if (td.scrollWidth > td.clientWidth + 1) out.clipped.push(td.textContent.slice(0, 60));
+  });
+  document.querySelectorAll("tr.mc-cause").forEach(function (tr) { out.causes.push(tr.textContent.replace(/\\s+/g, " ").trim()); });
+  out.note_items = document.querySelectorAll(".mc-note .mc-md-item").length;
+  out.note_code = document.querySelectorAll(".mc-note code").length;
+  out.note_text = document.querySelector(".mc-note") ? document.querySelector(".mc-note").textContent : "";
+  var pre = document.createElement("pre");
+  pre.id = "mc-test";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+}"""
+
+
+def open_with(tmp: Path, page: str, script: str, csp_marker: str = "script-src &#39;") -> dict:
+    """The page with RECORD and `script` admitted by hash (the report's CSP, or the diff page's)."""
+    if csp_marker in page:
+        page = page.replace(csp_marker, "script-src " + _hash(RECORD) + _hash(script) + "&#39;", 1)
+    else:                                                     # the diff page allows no script: admit ours
+        assert page.count("style-src 'unsafe-inline'") == 1
+        page = page.replace("style-src 'unsafe-inline'", "style-src 'unsafe-inline'; script-src "
+                            + (_hash(RECORD) + _hash(script)).replace("&#39;", "'").rstrip(), 1)
+    head = re.search(r'<meta http-equiv="Content-Security-Policy"[^>]*>', page).end()
+    page = page[:head] + "\n<script>" + RECORD + "</script>" + page[head:]
+    page = page.replace("</body>", "<script>" + script + "</script>\n</body>")
+    path = tmp / "story.html"
+    path.write_text(page)
+    dom = chromium(tmp, "--dump-dom", path.as_uri())
+    found = re.search(r'<pre id="mc-test">(.*?)</pre>', dom, re.S)
+    assert found, "the in-page checks did not run:\n" + dom[-2000:]
+    return json.loads(html.unescape(found[1]))
+
+
+def test_report_tells_the_net_change_and_folds_transients(example):
+    tmp, report, page = example
+    hccl = "layer_8/conv2d/broadcast/HcomBroadcast_HcclMemcpyPass_Identity0"
+    out = open_with(tmp, page, STORY.replace("__HCCL__", js(hccl)))
+    assert out["errors"] == []
+    transient = [i for i in report["insertions"] if i["fate"] == "transient"]
+    assert out["folded"] == out["folded_closed"] == out["folded_hidden"] == len(transient) == 27
+    assert out["kept_open"] == len(report["insertions"]) - 27
+    assert out["fold_line"].startswith("came and went: removed again by variable_ref_delete (rule ")
+    assert "net 9 added, 0 removed, 27 transient (inserted, then removed again)" in out["header"]
+    assert out["fate_select"] == "transient" and out["after_click"] == "27 of 36 inserted node(s) match"
+    # the before picture is the graph hccl_memcpy saw: no MemSet yet, which the after picture has
+    assert any(n.startswith("atomic_memset1") for n in out["after_names"])
+    assert out["before_names"] and not any(n.startswith("atomic_memset1") for n in out["before_names"])
+    # every port label in every drawing has its own place, also on the loop body's
+    # three-input copy (while_2_body_input_Memcpy: 3 ports in, 3 out, 3 at its producers/consumers)
+    assert out["ports"] > 0 and out["max_ports"] >= 9 and out["port_overlaps"] == 0
+
+
+def test_diff_page_renders_notes_as_text_groups_causes_and_fits_columns(tmp_path):
+    page = tmp_path / "d.html"
+    assert main(["diff", str(ROOT / "rules" / "ge"), str(ROOT / "rules" / "ge-doc"), "--graphs", str(EXAMPLE),
+                 "--html", str(page), "--jobs", "1", "--quiet"]) in (0, 1)
+    out = open_with(tmp_path, page.read_text(), FIT)
+    assert out["errors"] == []
+    assert out["cells"] > 0 and out["clipped"] == []
+    assert out["note_items"] >= 7 and out["note_code"] >= 10
+    assert "**" not in out["note_text"] and "`" not in out["note_text"]
+    assert len(out["causes"]) == len(set(out["causes"])) >= 1                 # one header per cause
+    assert any("layout_conflict.pairs[IMMUTABLE_ADDRESS_OUTPUT × NORMAL_INPUT]" in c and "169 node(s)" in c
+               for c in out["causes"])

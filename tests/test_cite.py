@@ -80,14 +80,16 @@ def test_matrix_cell_card_quotes_its_row_with_the_cell_marked():
     report = build_report(ctx, "RW-01.yaml", graph_stats(ctx.model))
     ins = next(i for i in ctx.insertions if i.name == "const1_Identity0")
     c = next(x for x in report["insertions"] if x["name"] == "const1_Identity0")
-    entry = report["rules"][c["rule_loc"]]
-    row = Path(ins.cite.loc.file).read_text().splitlines()[ins.cite.loc.line - 1].strip()
+    cell = ins.reason["cell_loc"]                 # the card cites the typing rule, its fact the cell
+    assert ins.cite.rule_id == c["rule"] == "rw/in/input-mutable"
+    entry = report["rules"][c["reason"]["cell_loc"]]
+    line = Path(cell.loc.file).read_text().splitlines()[cell.loc.line - 1]
+    row = line.strip()
     assert entry["text"] == row and row.startswith("ReadOnlyConst: {")
     a, b = entry["mark"]
     assert entry["text"][a:b] == c["reason"]["decision"] == "insert_identity"
-    assert a == ins.cite.loc.col - 1 - (len(Path(ins.cite.loc.file).read_text().splitlines()[ins.cite.loc.line - 1])
-                                         - len(row))
-    assert c["reason"]["cell_loc"] == c["rule_loc"]
+    assert a == cell.loc.col - 1 - (len(line) - len(row))
+    assert c["reason"]["cell_loc"] == str(cell.loc)
 
 
 def test_variable_card_quotes_its_policy_entry():

@@ -55,7 +55,9 @@ def test_rev_path_end_to_end(repo, capsys):
     assert item["old"]["loc"] == f"HEAD~1:rules/p/rw.yaml:{line}"
     assert item["new"]["loc"] == f"HEAD:rules/p/rw.yaml:{line}"
     (add,) = doc["impact"]["graphs"][0]["added"]
-    assert add["caused_by"] == [item["id"]] and add["new"]["rule_loc"] == f"HEAD:rules/p/rw.yaml:{line}"
+    # the card names the typing rule that made the difference, cited at the revision; the cause is the cell
+    rule_line = next(k for k, s in enumerate(FLIPPED_LINES(repo), 1) if "id: rw/in/ref-input" in s)
+    assert add["caused_by"] == [item["id"]] and add["new"]["rule_loc"] == f"HEAD:rules/p/rw.yaml:{rule_line}"
     assert "rw_conflict.matrix[ReadOnly][Writeable]: do_nothing → insert_identity" in out
     assert "Impact on 1 graph(s), 1 changed" in out
     html = (repo / "d.html").read_text()

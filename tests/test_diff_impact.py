@@ -59,17 +59,20 @@ def test_flipped_matrix_cell_adds_exactly_the_expected_identity(tmp_path):
         assert g["counts"]["added"] == 1 and g["counts"]["removed"] == g["counts"]["changed"] == 0, g["counts"]
         (add,) = g["added"]
         assert add["position"] == {"graph": "root", "producer": "relu:0", "consumers": ["assign:0"]}
-        assert add["new"]["type"] == "Identity" and add["new"]["rule"] == "rw/matrix"
+        # the card's rule is the typing rule that made the difference (the write into assign),
+        # the link still goes to the flipped cell, which the record cites as a fact
+        assert add["new"]["type"] == "Identity" and add["new"]["rule"] == "rw/in/ref-input"
         assert add["caused_by"] == [CELL] and add["link"] == "direct"
-        assert add["new"]["rule_loc"].endswith(f"/p/rw.yaml:{ROW_LINE(new)}")
+        assert add["new"]["why"].startswith("ReadOnly × Writeable → insert_identity (matrix[ReadOnly][Writeable])")
+        assert "rules/ge" not in add["new"]["rule_loc"] and add["new"]["rule_loc"].endswith(f"/p/rw.yaml:{RULE_LINE(new)}")
         item = next(i for i in doc["rules"]["items"] if i["id"] == CELL)
         assert item["impact"] == {"added": 1, "removed": 0, "changed": 0, "removals": 0, "diagnostics": 0, "graphs": 1}
         assert doc["gates"]["added-isolation"] and not doc["gates"]["removed-isolation"]
 
 
-def ROW_LINE(pack) -> int:
+def RULE_LINE(pack) -> int:
     lines = (pack / "rw.yaml").read_text().splitlines()
-    return next(k for k, line in enumerate(lines, 1) if "ReadOnly:      {" in line)
+    return next(k for k, line in enumerate(lines, 1) if "id: rw/in/ref-input" in line)
 
 
 def test_removed_isolation_is_linked_through_the_old_side(tmp_path):

@@ -104,7 +104,7 @@ def test_rendered_locations_are_repository_relative_from_any_working_directory(t
     path = CASES / "rw" / "RW-01.yaml"
     monkeypatch.chdir(tmp_path)
     text = render_decisions(run_fixture(path).ctx)
-    assert "loc=rules/ge/rw.yaml:12 " in text and str(ROOT) not in text
+    assert "loc=rules/ge/rw.yaml:53 " in text and "cell_loc=rules/ge/rw.yaml:12," in text and str(ROOT) not in text
 
 
 def test_unknown_top_level_key_is_an_input_error_naming_file_and_key(tmp_path):

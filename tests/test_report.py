@@ -51,8 +51,10 @@ def test_rw_card_explains_the_decision_path_with_rules_and_facts():
         "const1:0 is ReadOnlyConst",
         "allreduce:0 is ScopeWriteable",
         "matrix[ReadOnlyConst][ScopeWriteable] = insert_identity"]
-    assert [s["rule"] for s in steps] == ["rw/out/const", "rw/in/input-mutable", ""]
-    assert steps[0]["loc"].startswith("rules/ge/rw.yaml:") and steps[2]["loc"] == c["rule_loc"]
+    # the card's rule is the typing rule that made the difference; the matrix cell is a step
+    assert [s["rule"] for s in steps] == ["rw/out/const", "rw/in/input-mutable", "rw/matrix"]
+    assert c["rule"] == "rw/in/input-mutable" and c["rule_loc"] == steps[1]["loc"]
+    assert steps[0]["loc"].startswith("rules/ge/rw.yaml:") and steps[2]["loc"] == c["reason"]["cell_loc"]
     assert ["_input_mutable", "true"] in steps[1]["facts"]
     assert any(f[0] == "op class rw_const" and f[1].startswith("Const is in rw_const (rules/ge/ops.yaml:")
                for f in steps[0]["facts"])
@@ -65,7 +67,7 @@ def test_rule_texts_are_the_rules_own_source():
     assert rule["id"] == "rw/in/input-mutable"
     assert rule["text"].startswith("- id: rw/in/input-mutable\n")
     assert 'when: attr_true(node, INPUT_MUTABLE)' in rule["text"]
-    cell = report["rules"][c["rule_loc"]]           # a matrix cell: its row, the cell marked
+    cell = report["rules"][c["reason"]["cell_loc"]]      # a matrix cell: its row, the cell marked
     a, b = cell["mark"]
     assert cell["text"].startswith("ReadOnlyConst:") and cell["text"][a:b] == "insert_identity"
 
@@ -324,7 +326,7 @@ def test_run_summary_table(capsys, default_pack):
     assert lines[1].split() == ["#", "pass", "status", "inserted", "removed", "time"]
     assert lines[3].split()[:5] == ["1", "mem_rw_conflict", "ok", "2", "0"]
     assert "  2 node(s) inserted (Identity 2), 0 removed, 0 diagnostic(s)" in lines
-    assert "  by rule: rw/matrix 2" in lines
+    assert "  by rule: rw/in/fifo 2" in lines        # the typing rule that made the difference
 
 
 class FakeTTY(io.StringIO):

@@ -94,7 +94,11 @@ def cmd_run_many(args) -> int:
     from engine.core.io import collect_graphs
     from engine.core.parallel import check_jobs, map_ordered
 
-    for flag, value in (("--out", args.out), ("--report-json", args.report_json), ("--report-html", args.report_html)):
+    if getattr(args, "format", "text") != "text":
+        raise InputError(Problem(Loc("--format"), f"--format {args.format} prints one graph's findings, and this run has several",
+                                 "give --out-dir DIR: each graph's JSON report is written there"))
+    for flag, value in (("--out", args.out), ("--report-json", args.report_json), ("--report-html", args.report_html),
+                        ("--sarif", getattr(args, "sarif", None))):
         if value is not None:
             raise InputError(Problem(Loc(flag), f"{flag} names one file, and this run has several graphs",
                                      "give --out-dir DIR: each graph's outputs are written there"))

@@ -7,6 +7,7 @@ from pathlib import Path
 from engine.core.errors import InputError, Loc, PassFailure, Problem, display_path
 from engine.core.io import YAML_SUFFIXES, load_graph
 from engine.core.importers.detect import FORMATS
+from engine.cli import findings
 from engine.cli.common import fail_on_gates, gated_findings, note_graph, pack_dir, run_graph, runtime_section
 
 RULES_HELP = ("rule pack folder (default: $MEMCONFLICT_RULES, else [tool.memconflict] rules in the nearest "
@@ -52,6 +53,7 @@ def add_commands(sub) -> None:
     r.add_argument("--runtime", action="store_true",
                    help="also list, for every If/Case, the runtime nodes GE's RT2 builder would add "
                         "(PointFromInputs, IdentityAddr, parent guarders) and why")
+    findings.add_arguments(r)
     r.set_defaults(func=cmd_run)
 
     e = sub.add_parser("explain", help="explain why one node was inserted (running the passes, or from a saved report)",
@@ -102,6 +104,7 @@ def cmd_run(args) -> int:
     files.claim("--report-html", args.report_html)
     files.claim("--var-state", args.var_state)
     var = _VarState(args) if args.var_state else None
+    findings.claim(files, args)
     with Progress(sys.stderr, enabled=not args.quiet) as progress:
         try:
             ctx, before = run_graph(args, progress, var.setup if var else None)
@@ -110,6 +113,7 @@ def cmd_run(args) -> int:
                 var.finish(ctx)
         except PassFailure as exc:
             sys.stderr.write(f"memconflict: {exc}\n")
+            findings.write_failure(files, args, exc)
             return 1
         progress.stage("writing outputs")
         outputs: list[tuple[str, bytes]] = []
@@ -125,9 +129,10 @@ def cmd_run(args) -> int:
         if args.report_html:
             from engine.report.html import render_html
             outputs.append((args.report_html, render_html(report, ctx, args.times).encode()))
+        outputs += findings.outputs(args, ctx, report)
         files.write(outputs)
     if not args.quiet:
-        print(summary_text(ctx, display_path(args.graph)), file=files.text_stream())
+        print(summary_text(ctx, display_path(args.graph), args.min_severity), file=files.text_stream())
         if runtime is not None:
             from engine.runtime.report import runtime_lines
             print("\n".join(runtime_lines(runtime)), file=files.text_stream())

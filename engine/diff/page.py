@@ -1,7 +1,15 @@
 """The diff as one self-contained HTML page (no script, no external asset).
 
-`page_view` shapes the document for the template (anchors, row limits, tiles);
-engine/diff/diff.html.j2 only loops and prints, with autoescape on.
+`page_view` shapes the document for the template (anchors, row limits, tiles,
+CHANGES.md entries as text blocks: engine/diff/notes.py); engine/diff/diff.html.j2
+only loops and prints, with autoescape on.
+
+Note [grouped causes]: one rule change usually moves many isolation nodes (a layout
+pair adds an Identity before every constant reader), so the impact tables group the
+rows that share their causes and link kind under one header naming them, largest
+group first, instead of repeating the same causes on every row. Tables size their
+columns to their content (`table-layout: auto`, no forced width); only the free-text
+column wraps.
 
 Note [own page]: the run report's HTML (engine/report/html.py, reports/) was being
 rebuilt while this was written; the diff page keeps its own small template and
@@ -14,6 +22,8 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from engine.core.resources import template_cache
+
+from engine.diff.notes import note_blocks
 
 ROWS = 300          # impact rows per table and graph; the JSON has them all
 SIGN_CLASS = {"+": "add", "-": "del", "~": "chg", " ": "ctx"}
@@ -34,13 +44,22 @@ def _causes(ids: list[str], anchors: dict[str, str]) -> list[dict]:
 
 
 def _rows(items: list[dict], anchors: dict[str, str]) -> dict:
-    rows = []
-    for x in items[:ROWS]:
-        p = x["position"]
-        rows.append({"graph": p["graph"], "producer": p["producer"], "consumers": ", ".join(p["consumers"]),
-                     "old": x.get("old"), "new": x.get("new"), "what": ", ".join(x.get("what", [])),
-                     "link": x["link"], "causes": _causes(x["caused_by"], anchors)})
-    return {"rows": rows, "more": max(0, len(items) - ROWS)}
+    """The rows grouped by cause (the rule changes and the link kind), largest group first:
+    one header per cause, then its rows (Note [grouped causes])."""
+    groups: dict[tuple, list[dict]] = {}
+    for x in items:
+        groups.setdefault((tuple(x["caused_by"]), x["link"]), []).append(x)
+    out, shown = [], 0
+    for (causes, link), xs in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        rows = []
+        for x in xs[:max(0, ROWS - shown)]:
+            p = x["position"]
+            rows.append({"graph": p["graph"], "producer": p["producer"], "consumers": ", ".join(p["consumers"]),
+                         "old": x.get("old"), "new": x.get("new"), "what": ", ".join(x.get("what", []))})
+        shown += len(rows)
+        if rows:
+            out.append({"causes": _causes(list(causes), anchors), "link": link, "count": len(xs), "rows": rows})
+    return {"groups": out, "rows": shown, "more": max(0, len(items) - shown)}
 
 
 def _cap(items: list[dict]) -> dict:
@@ -56,7 +75,8 @@ def page_view(doc: dict) -> dict:
         sections[-1]["entries"].append({**it, "anchor": anchors[it["id"]],
                                       "lines": [{"cls": SIGN_CLASS.get(d["sign"], "ctx"), "sign": d["sign"],
                                                  "text": d["text"]} for d in it["details"]]})
-    view = {"doc": doc, "sections": sections, "graphs": [], "tiles": [("rule changes", doc["rules"]["count"], "")]}
+    view = {"doc": doc, "sections": sections, "graphs": [], "tiles": [("rule changes", doc["rules"]["count"], "")],
+            "notes": [{"heading": n["heading"], "blocks": note_blocks(n["text"])} for n in doc["notes"]]}
     imp = doc["impact"]
     if imp is not None:
         s = imp["summary"]

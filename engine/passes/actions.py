@@ -134,7 +134,7 @@ class Rewriter:
         reason = dict(self.why.reason)
         if extra:
             reason.update(extra)
-        self.ctx.insertions.append(Insertion(
+        self.ctx.record(Insertion(
             name=node.name, type=node.type, graph=node.graph.name, pass_id=self.pass_id, rule=self.why.rule,
             cite=self.why.cite, producer=", ".join(anchor_ref(p) for p in producers if p is not None),
             consumers=tuple(anchor_ref(c) for c in consumers), reason=reason, attrs=attrs,

@@ -7,6 +7,7 @@ from typing import Any
 
 from engine.core.errors import Cite, Loc
 from engine.core.graph import Model, Node
+from engine.core.neighbourhood import capture
 from engine.pack.model import Pack
 
 
@@ -95,6 +96,7 @@ class RunContext:
     var_session: Any = None             # the run's variable session (VarSession): one VarManager a run
     atomic_state: dict = field(default_factory=dict)    # AtomicAddrClean: per-graph clean state
     rewrite_cache: dict = field(default_factory=dict)   # rewrite rule sets compiled for this run
+    seen: dict = field(default_factory=dict)            # insertion index → its neighbourhood as the pass left it
     _symbol_builder: Any = None
 
     def symbol_builder(self):
@@ -103,6 +105,16 @@ class RunContext:
             from engine.passes.symbols import symbol_builder
             self._symbol_builder = symbol_builder(self)
         return self._symbol_builder
+
+    def record(self, ins: Insertion) -> None:
+        """Keep an insertion, and its neighbourhood the moment the pass records it (the
+        report's "before" picture, Note [before as seen] in engine/report/neighbourhood.py).
+        O(1) per insertion: the capture is bounded."""
+        g = self.model.graphs.get(ins.graph)
+        node = g.find(ins.name) if g is not None else None
+        if node is not None:
+            self.seen[len(self.insertions)] = capture(node)
+        self.insertions.append(ins)
 
     def next_count(self, counter: str) -> int:
         n = self.counters.get(counter, 0)

@@ -78,6 +78,7 @@ def run_passes(ctx: RunContext, passes: list[PassSpec]) -> None:
                     algo.run(ctx, g, cfg, spec)
         except PassFailure as exc:
             if spec.on_failure == "fail":
+                exc.context = ctx          # what the run had done (run --sarif records the failure)
                 raise
             status, message = "warned", str(exc)
             ctx.diagnostics.append(Diagnostic("PASS_FAILED", "warning", str(exc), spec.id,

@@ -19,6 +19,7 @@ from engine.core.attrs import attr_value, node_attr
 from engine.core.errors import Cite, Loc
 
 MAX_LISTED = 8
+MAX_FACT_ITEMS = 4      # items of a list-valued fact a step shows
 
 
 def show(value: Any) -> str:
@@ -154,6 +155,17 @@ class _Reader:
         cs = self.r.get("consumers") or []
         return ", ".join(cs) if cs else "the consumer"
 
+    def annotate(self, value: Any) -> str:
+        """A fact as text; an anchor or node of the graph gets its op type: `x:0 (Variable)`."""
+        text = show(value)
+        if isinstance(value, str) and self.ev.ctx is not None:
+            g = self.ev.ctx.model.graphs.get(self.r.get("graph", ""))
+            name = value.rpartition(":")[0] if value.rpartition(":")[2].lstrip("-").isdigit() else value
+            node = g.find(name) if g is not None and name else None
+            if node is not None:
+                return f"{text} ({node.type})"
+        return text
+
     def typed(self, subject: str, rw: str, why: Any, is_input: bool) -> dict:
         """"X is T", cited by the rule that typed it (or the walk's own words)."""
         if not isinstance(why, Cite):
@@ -164,7 +176,48 @@ class _Reader:
 
 
 def _why(x: _Reader) -> list[dict]:
-    return [step(str(x.get("why")))] if x.has("why") else []
+    """The rule's own words, cited by the card's rule, with the facts it recorded that no
+    other step told (a rewrite step's name, its `let` values and `reason:`), so every
+    pass's card carries its decisive facts. Built last, shown first (see `explain`)."""
+    facts = [["step", show(x.get("step"))]] if x.has("step") else []
+    for key, value in x.reason.items():
+        if key in x.used or key in ("why", "kind", "step") or isinstance(value, Cite):
+            continue
+        x.used.add(key)
+        if isinstance(value, list) and len(value) > MAX_FACT_ITEMS:   # the record keeps them all
+            value = value[:MAX_FACT_ITEMS] + [f"… {len(value) - MAX_FACT_ITEMS} more"]
+        facts.append([key.replace("_", " "), x.annotate(value)])
+    if not x.has("why") and not facts:
+        return []
+    text = str(x.get("why")) if x.has("why") else f"rule {x.r.get('rule') or '?'} applies"
+    return [step(text, x.r.get("rule") or "", x.r.get("rule_loc") or "", facts)]
+
+
+def _sibling(x: _Reader) -> list[dict]:
+    """A reader ordered against the writer by topological id (HcclMemcpyPass's sibling test)."""
+    if not x.has("sibling_id", "writer_id"):
+        return []
+    sid, wid = x.get("sibling_id"), x.get("writer_id")
+    sib = x.get("sibling") if x.has("sibling") else "a sibling consumer"
+    order = "after" if isinstance(sid, int) and isinstance(wid, int) and sid > wid else "before"
+    rel = ">" if order == "after" else "<="
+    return [step(f"{x.annotate(sib)} reads the same buffer and runs {order} the writer {x.consumers}: "
+                 f"topological id {sid} {rel} {wid}")]
+
+
+def _writer_chain(x: _Reader) -> list[dict]:
+    """The chain of in-place writers from a variable to the one a ref follows."""
+    if not x.has("writer_chain"):
+        return []
+    chain = x.get("writer_chain") or []
+    cut = x.get("writer_chain_omitted", 0) if x.has("writer_chain_omitted") else 0
+    text = (f"variable {x.get('variable', '?')} is written in place along " + " → ".join(map(str, chain))
+            + (f" (+{cut} earlier)" if cut else "") + f"; the new node follows the last writer, "
+            f"{x.get('writer', chain[-1] if chain else '?')}")
+    if x.has("ref_source"):
+        attr = x.get("ref_source_attr") if x.has("ref_source_attr") else ""
+        text += f", and names {x.get('ref_source')} as its source" + (f" ({attr})" if attr else "")
+    return [step(text, x.r.get("rule") or "", x.r.get("rule_loc") or "")]
 
 
 def _output(x: _Reader) -> list[dict]:
@@ -189,7 +242,11 @@ def _cell(x: _Reader) -> list[dict]:
     if not x.has("decision"):
         return []
     cell = x.get("cell", "the decision")
-    return [_uncited_id(cited(f"{cell} = {x.get('decision')}", x.get("cell_loc")))]
+    s = cited(f"{cell} = {x.get('decision')}", x.get("cell_loc"))
+    if x.has("matrix_rule"):      # the card names the typing rule; the cell is a step of its own
+        s["rule"] = str(x.get("matrix_rule"))
+        return [s]
+    return [_uncited_id(s)]
 
 
 def _parent(x: _Reader) -> list[dict]:
@@ -264,17 +321,18 @@ def _cited(x: _Reader) -> list[dict]:
 
 # Order matters: the steps read as the decision path, producer before consumer.
 SENTENCES: tuple[Callable[[_Reader], list[dict]], ...] = (
-    _why, _symbol, _marked, _pair, _checker, _output, _identity, _input, _parent, _cell, _cited)
+    _symbol, _marked, _pair, _checker, _output, _identity, _input, _parent, _sibling, _writer_chain, _cell, _cited)
 
 
 def explain(record: dict, evidence: Evidence | None = None, reason: dict | None = None) -> list[dict]:
     """Steps for one insertion record; `reason` is the pass's own facts (with their
-    Cites), else the record's JSON facts (which cite nothing)."""
+    Cites), else the record's JSON facts (which cite nothing). The rule's own words
+    come first, with the facts no other step told (`_why`)."""
     x = _Reader(record, evidence or Evidence(), reason)
     steps: list[dict] = []
     for sentence in SENTENCES:
         steps += sentence(x)
-    return steps
+    return _why(x) + steps
 
 
 # ---- rule text ------------------------------------------------------------------------
@@ -373,7 +431,8 @@ def render_card(card: dict, rules: dict) -> str:
     hood = card.get("neighbourhood")
     if hood:
         from engine.report.neighbourhood import undo
-        lines.append("  before  " + _edges_text(hood, undo(hood, moved)))
+        before = card.get("before") or {"nodes": hood["nodes"], "edges": undo(hood, moved)}
+        lines.append("  before  " + _edges_text(before, before["edges"]))
         lines.append("  after   " + _edges_text(hood, hood["edges"]))
     lines.append("  reason  " + "; ".join(f"{k}={show(v)}" for k, v in (card.get("reason") or {}).items()))
     return "\n".join(lines)

@@ -21,12 +21,13 @@ import json
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from engine.report.neighbourhood import layout, undo
+from engine.report.neighbourhood import NODE_H, layout, undo
 from engine.core.resources import data_dir, template_cache
 
 KINDS = ("stats", "facts", "table", "counts", "cards", "rules")
 CARD_KEYS = ("name", "type", "graph", "pass", "rule", "rule_loc", "producer", "consumers", "reason", "attrs",
-             "attr_values", "moved_control", "path", "explanation", "neighbourhood")   # what report.js prints
+             "attr_values", "moved_control", "path", "explanation", "neighbourhood", "fate", "removed_by")
+# what report.js prints
 
 
 def _env() -> Environment:
@@ -116,6 +117,9 @@ def _section(section: dict, report: dict) -> dict:
                                     for f in data.get("filters", [])]}
     elif kind == "rules":
         view["data"] = _rules(report, data.get("items", "rules"))
+    elif kind == "stats":
+        view["data"] = {"tiles": [{**t, "fkey": (t.get("filter") or ["", ""])[0], "fvalue": (t.get("filter") or ["", ""])[1]}
+                                  for t in data.get("tiles", [])]}
     elif kind in KINDS:
         view["data"] = data
     else:
@@ -124,11 +128,47 @@ def _section(section: dict, report: dict) -> dict:
 
 
 def card_drawings(rec: dict) -> dict:
+    """Both pictures laid out: "after" from the final graph, "before" from the graph as
+    the inserting pass saw it (Note [before as seen]). Compact for the page: a "before"
+    node that is also drawn after is its index there; ports are [node, port, dy, out?]
+    rows for the ports not at mid-height and heights {node: h} only where they differ
+    from NODE_H (the defaults of reports/report.js)."""
     hood = rec["neighbourhood"]
-    before = undo(hood, rec.get("moved_control") or [])
-    count = len(hood["nodes"])
-    return {"after": layout(count, hood["edges"]),                 # edges: rec["neighbourhood"]["edges"]
-            "before": {**layout(count, before, skip=0), "edges": before}}
+    before = rec.get("before") or {"nodes": hood["nodes"], "edges": undo(hood, rec.get("moved_control") or [])}
+    where = {tuple(n): k for k, n in enumerate(hood["nodes"])}
+    nodes = [where.get(tuple(n), n) for n in before["nodes"]]
+    return {"after": _compact(layout(len(hood["nodes"]), hood["edges"])),     # nodes, edges: rec["neighbourhood"]
+            "before": {**_compact(layout(len(before["nodes"]), before["edges"], skip=0)), "nodes": nodes,
+                       "edges": before["edges"]}}
+
+
+def _compact(lay: dict) -> dict:
+    ports = [[k, p, dy, side == "out"] for k, sides in enumerate(lay["ports"]) for side in ("in", "out")
+             for p, dy in sides[side] if 2 * dy != lay["hs"][k]]        # mid-height is report.js's default
+    out = {"w": lay["w"], "h": lay["h"], "pos": lay["pos"]}
+    if ports:
+        out["ports"] = ports
+    hs = {str(k): h for k, h in enumerate(lay["hs"]) if h != NODE_H}
+    if hs:
+        out["hs"] = hs
+    return out
+
+
+OPTIONAL = ("attrs", "attr_values", "moved_control")     # left out of a card when empty (report.js defaults them)
+
+
+def _card(rec: dict) -> dict:
+    """What report.js needs of one insertion; empty optional fields and a step's empty
+    rule, location and facts are left out (the page is ~2 KB a card at 10^4 cards)."""
+    card = {k: rec[k] for k in CARD_KEYS if k in rec and not (k in OPTIONAL and not rec[k])}
+    card["explanation"] = [{k: v for k, v in s.items() if v or k == "text"} for s in rec.get("explanation", [])]
+    # the facts a step already shows (the rule's own step lists the recorded facts no sentence
+    # told) are not repeated under "Other recorded facts"; the JSON report keeps every one
+    told = {label for s in rec.get("explanation", []) for label, _ in s.get("facts", [])}
+    reason = rec.get("reason") or {}
+    card["reason"] = {k: v for k, v in reason.items() if k.replace("_", " ") not in told}
+    card["draw"] = card_drawings(rec)
+    return card
 
 
 def page_view(report: dict, seconds: list[float] | None = None) -> dict:
@@ -137,7 +177,7 @@ def page_view(report: dict, seconds: list[float] | None = None) -> dict:
         if s["id"] == "passes" and seconds is not None:
             s = _with_times(s, seconds)
         sections.append(_section(s, report))
-    cards = [{**{k: rec[k] for k in CARD_KEYS if k in rec}, "draw": card_drawings(rec)} for rec in report["insertions"]]
+    cards = [_card(rec) for rec in report["insertions"]]
     script = _asset("report.js")
     return {
         "report": report, "sections": sections, "style": Markup(_asset("report.css")), "script": Markup(script),

@@ -18,7 +18,7 @@ from engine import __version__
 from engine.core.errors import Cite, display_path
 from engine.passes.context import RunContext, reason_cites
 from engine.report.explain import Evidence, RuleTexts, explain, show, step
-from engine.report.neighbourhood import capture, record_only
+from engine.report.neighbourhood import capture, record_only, undo
 
 REPORT_SCHEMA = 2
 
@@ -43,7 +43,7 @@ def graph_path(model, graph_name: str) -> list[dict]:
     return out[::-1]
 
 
-def _insertion(ctx: RunContext, ins, evidence: Evidence, removed: dict) -> dict:
+def _insertion(ctx: RunContext, ins, evidence: Evidence, removed: dict, seen: dict | None = None) -> dict:
     rec = ins.to_json()
     g = ctx.model.graphs.get(ins.graph)
     node = g.find(ins.name) if g is not None else None
@@ -55,8 +55,12 @@ def _insertion(ctx: RunContext, ins, evidence: Evidence, removed: dict) -> dict:
         rec["removed_by"] = {"pass": gone.pass_id, "rule": gone.rule}
         rec["explanation"].append(step(f"a later pass, {gone.pass_id}, removed it again (rule {gone.rule})",
                                        gone.rule))
+    rec["fate"] = "transient" if "removed_by" in rec else "kept"
     rec["neighbourhood"] = capture(node) if node is not None else \
         record_only(ins.producer, list(ins.consumers), ins.name, ins.type, g)
+    if seen is not None:          # Note [before as seen]: the graph as the inserting pass saw it
+        rec["before"] = {"nodes": seen["nodes"], "edges": undo(seen, list(ins.moved_control)),
+                         "omitted": seen["omitted"]}
     return rec
 
 
@@ -72,7 +76,8 @@ def _attr(node, key):
 def explain_insertion(ctx: RunContext, ins) -> tuple[dict, dict]:
     """One insertion's card and the rule texts it cites (`memconflict explain`)."""
     evidence = Evidence(ctx)
-    rec = _insertion(ctx, ins, evidence, _removals(ctx))
+    k = next((k for k, i in enumerate(ctx.insertions) if i is ins), -1)
+    rec = _insertion(ctx, ins, evidence, _removals(ctx), ctx.seen.get(k))
     return rec, _rule_table(ctx, [ins], [])
 
 
@@ -124,8 +129,10 @@ def _counts(items: list[dict], key: str) -> dict:
 def build_report(ctx: RunContext, input_file: str, before: dict) -> dict:
     evidence = Evidence(ctx)
     removed = _removals(ctx)
-    ins = [_insertion(ctx, i, evidence, removed) for i in ctx.insertions]
+    ins = [_insertion(ctx, i, evidence, removed, ctx.seen.get(k)) for k, i in enumerate(ctx.insertions)]
     diagnostics = [d.to_json() for d in ctx.diagnostics]
+    inserted = {(i["graph"], i["name"]) for i in ins}
+    transient = sum(1 for i in ins if i["fate"] == "transient")
     for d, diag in zip(diagnostics, ctx.diagnostics):
         d["cites"] = [{"rule": c.rule_id, "loc": str(c.loc)} for c in diag.cites]
     report = {
@@ -146,6 +153,12 @@ def build_report(ctx: RunContext, input_file: str, before: dict) -> dict:
             "by_rule": _counts(ins, "rule"),
             "by_type": _counts(ins, "type"),
             "by_graph": _counts(ins, "graph"),
+            "by_fate": _counts(ins, "fate"),
+            # Note [net change]: what the graph gained and lost; a node inserted and removed
+            # again by a later pass (a transient) is neither, and is counted apart
+            "net": {"added": len(ins) - transient,
+                    "removed": sum(1 for r in ctx.removals if (r.graph, r.name) not in inserted),
+                    "transient": transient},
             "diagnostics": len(diagnostics),
             "by_code": _counts(diagnostics, "code"),
         },
@@ -163,7 +176,8 @@ def build_report(ctx: RunContext, input_file: str, before: dict) -> dict:
 
 # ---- sections ---------------------------------------------------------------------------
 FILTERS = (("pass", "by_pass", "Insertions by pass"), ("rule", "by_rule", "Insertions by rule"),
-           ("type", "by_type", "Insertions by inserted type"), ("graph", "by_graph", "Insertions by graph"))
+           ("type", "by_type", "Insertions by inserted type"), ("graph", "by_graph", "Insertions by graph"),
+           ("fate", "by_fate", "Kept, or removed again by a later pass (transient)"))
 
 
 def default_sections(report: dict) -> list[dict]:
@@ -175,8 +189,10 @@ def default_sections(report: dict) -> list[dict]:
             {"label": "data edges", "value": a["data_edges"], "note": f"{b['data_edges']} before"},
             {"label": "control edges", "value": a["control_edges"], "note": f"{b['control_edges']} before"},
             {"label": "subgraphs", "value": a["subgraphs"], "note": f"{a['graphs']} graphs in all"},
-            {"label": "inserted", "value": s["inserted"], "note": f"{len(s['by_type'])} type(s)"},
-            {"label": "removed", "value": s["removed"], "note": ""},
+            {"label": "added", "value": s["net"]["added"], "note": f"net: kept in the graph, of {s['inserted']} inserted"},
+            {"label": "removed", "value": s["net"]["removed"], "note": "nodes of the input graph"},
+            {"label": "transient", "value": s["net"]["transient"],
+             "note": "inserted, then removed by a later pass", "filter": ["fate", "transient"]},
             {"label": "diagnostics", "value": s["diagnostics"], "note": ", ".join(s["by_code"]) or "none"},
         ]}},
         {"id": "run", "title": "Run", "kind": "facts", "data": {"rows": [

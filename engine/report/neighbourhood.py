@@ -1,61 +1,24 @@
 """Neighbourhoods of inserted nodes, for the report's before/after drawings.
 
-`capture(node)` records, from the final graph, the inserted node, its producers,
-consumers and control neighbours (a few siblings for context), capped so each
-record is O(1). `undo(hood, moved)` rebuilds the picture without the node, and
-`layout(...)` places a small neighbourhood in layers, left to right.
+`capture(node)` (engine/core/neighbourhood.py) records the inserted node, its
+producers, consumers and control neighbours (a few siblings for context), capped
+so each record is O(1). `undo(hood, moved)` rebuilds the picture without the node,
+and `layout(...)` places a small neighbourhood in layers, left to right.
 
-Note [before from after]: "after" is the final graph (what `--out` holds);
-"before" is that graph with this one insertion undone, as its record says: data
-edges through the node are joined producer → consumer, and the control edges the
-pass moved onto the node go back to the consumer (moved in-control) or the
-producer (moved out-control). Snapshots taken while the pass runs would need
-every pass to cooperate; this needs nothing but the Insertion record.
+Note [before as seen]: "after" is the final graph (what `--out` holds). "before"
+is the graph as the inserting pass saw it: the neighbourhood captured the moment
+the pass recorded the node (RunContext.record), with this one insertion undone as
+its record says — data edges through the node are joined producer → consumer, and
+the control edges the pass moved onto the node go back to the consumer (moved
+in-control) or the producer (moved out-control). So nodes later passes inserted
+never appear in it. A record without a capture (built outside a run) falls back
+to the final graph.
 """
 from __future__ import annotations
 
 from functools import lru_cache
 
-from engine.core.graph import Node
-
-MAX_PEERS = 8          # consumers / control neighbours drawn per side
-MAX_SIBLINGS = 3       # other consumers of a producer, for context
-CTRL = -1              # port index of a control edge (GE's "src:-1")
-
-
-def capture(node: Node) -> dict:
-    """{"nodes": [[name, type], ...] (0 = the node), "edges": [[src, out, dst, in]], "omitted": k}."""
-    nodes: list[list[str]] = []
-    index: dict[Node, int] = {}
-    edges: list[list[int]] = []
-    omitted = 0
-
-    def add(n: Node) -> int:
-        if n not in index:
-            index[n] = len(nodes)
-            nodes.append([n.name, n.type])
-        return index[n]
-
-    add(node)
-    for a in node.ins:
-        if a.peer is None:
-            continue
-        p = add(a.peer.node)
-        edges.append([p, a.peer.idx, 0, a.idx])
-        others = [c for c in a.peer.peers if c.node is not node]
-        for c in others[:MAX_SIBLINGS]:
-            edges.append([p, a.peer.idx, add(c.node), c.idx])
-        omitted += max(0, len(others) - MAX_SIBLINGS)
-    for o in node.outs:
-        for c in o.peers[:MAX_PEERS]:
-            edges.append([0, o.idx, add(c.node), c.idx])
-        omitted += max(0, len(o.peers) - MAX_PEERS)
-    for p in node.in_ctrl[:MAX_PEERS]:
-        edges.append([add(p), CTRL, 0, CTRL])
-    for s in node.out_ctrl[:MAX_PEERS]:
-        edges.append([0, CTRL, add(s), CTRL])
-    omitted += max(0, len(node.in_ctrl) - MAX_PEERS) + max(0, len(node.out_ctrl) - MAX_PEERS)
-    return {"nodes": nodes, "edges": edges, "omitted": omitted}
+from engine.core.neighbourhood import CTRL, MAX_PEERS, MAX_SIBLINGS, capture  # noqa: F401 (re-exported)
 
 
 def record_only(producer: str, consumers: list[str], name: str, typ: str, graph=None) -> dict:
@@ -115,16 +78,37 @@ def undo(hood: dict, moved: list[str]) -> list[list[int]]:
 NODE_W, NODE_H = 170, 40          # keep in step with reports/report.js
 GAP_X, GAP_Y = 60, 14
 PAD = 12
+PORT_GAP = 16                     # vertical distance between two ports of one side (labels ~11 px high)
 
 
 def layout(count: int, edges: list[list[int]], skip: int | None = None) -> dict:
-    """Layered left-to-right placement: {"w", "h", "pos": [[x, y] or None per node]}.
+    """Layered left-to-right placement: {"w", "h", "pos": [[x, y] or None per node],
+    "hs": [height per node], "ports": [{"in": [[port, dy]], "out": [[port, dy]]} per node]}.
 
     Longest-path layers (edges point right), one barycentre sweep to order each
     layer, layers centred vertically. `skip` leaves a node out (the "before" view).
+    Note [ports apart]: each data port a drawing uses gets its own height on its side
+    of the node (in ports on the left, out ports on the right, in index order,
+    PORT_GAP apart), and a node grows to fit them, so port labels never overlap.
     Neighbourhoods repeat a few shapes, so layouts are memoised by shape.
     """
     return _layout(count, tuple(map(tuple, edges)), skip)
+
+
+def _ports(count: int, edges: tuple, live: set) -> list[dict]:
+    ins: list[set] = [set() for _ in range(count)]
+    outs: list[set] = [set() for _ in range(count)]
+    for s, o, d, i in edges:
+        if s in live and d in live and o >= 0:
+            outs[s].add(o)
+            ins[d].add(i)
+    out = []
+    for k in range(count):
+        n = max(len(ins[k]), len(outs[k]))
+        h = max(NODE_H, PORT_GAP * (n + 1))
+        out.append({"h": h, "in": [[p, h * (r + 1) // (len(ins[k]) + 1)] for r, p in enumerate(sorted(ins[k]))],
+                    "out": [[p, h * (r + 1) // (len(outs[k]) + 1)] for r, p in enumerate(sorted(outs[k]))]})
+    return out
 
 
 @lru_cache(maxsize=4096)
@@ -157,12 +141,16 @@ def _layout(count: int, edges: tuple, skip: int | None) -> dict:
             col.sort(key=key.__getitem__)
         for r, i in enumerate(col):
             rank[i] = r
-    tallest = max((len(c) for c in columns.values()), default=0)
-    height = tallest * (NODE_H + GAP_Y) - GAP_Y + 2 * PAD
+    ports = _ports(count, edges, set(live))
+    extent = {k: sum(ports[i]["h"] for i in col) + GAP_Y * (len(col) - 1) for k, col in columns.items()}
+    tallest = max(extent.values(), default=0)
+    height = tallest + 2 * PAD
     pos: list[list[int] | None] = [None] * count
     for k, col in columns.items():
-        top = PAD + (height - 2 * PAD - (len(col) * (NODE_H + GAP_Y) - GAP_Y)) // 2
-        for r, i in enumerate(col):
-            pos[i] = [PAD + k * (NODE_W + GAP_X), top + r * (NODE_H + GAP_Y)]
+        y = PAD + (tallest - extent[k]) // 2
+        for i in col:
+            pos[i] = [PAD + k * (NODE_W + GAP_X), y]
+            y += ports[i]["h"] + GAP_Y
     width = PAD * 2 + (max(columns, default=0) + 1) * (NODE_W + GAP_X) - GAP_X
-    return {"w": width, "h": max(height, NODE_H + 2 * PAD), "pos": pos}
+    return {"w": width, "h": max(height, NODE_H + 2 * PAD), "pos": pos,
+            "hs": [p["h"] for p in ports], "ports": [{"in": p["in"], "out": p["out"]} for p in ports]}

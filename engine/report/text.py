@@ -13,7 +13,12 @@ from engine.core.errors import display_path
 from engine.passes.context import RunContext
 
 
-def summary_text(ctx: RunContext, input_file: str) -> str:
+SEVERITIES = ("info", "warning", "error")
+
+
+def summary_text(ctx: RunContext, input_file: str, min_severity: str = "info") -> str:
+    """The pass table, the counts, and one line per diagnostic at `min_severity` or above
+    (the ones left out are counted)."""
     rows = [("#", "pass", "status", "inserted", "removed", "time")]
     for k, r in enumerate(ctx.pass_runs, 1):
         rows.append((str(k), r.pass_id, r.status, str(r.inserted), str(r.removed), f"{r.seconds:.3f}s"))
@@ -32,12 +37,22 @@ def summary_text(ctx: RunContext, input_file: str) -> str:
     lines.append(f"  {len(ctx.insertions)} node(s) inserted"
                  + (" (" + ", ".join(f"{t} {c}" for t, c in sorted(by_type.items())) + ")" if by_type else "")
                  + f", {len(ctx.removals)} removed, {len(ctx.diagnostics)} diagnostic(s)")
+    removed = {(r.graph, r.name) for r in ctx.removals}
+    transient = {(i.graph, i.name) for i in ctx.insertions if (i.graph, i.name) in removed
+                 and (ctx.model.graphs.get(i.graph) is None or ctx.model.graphs[i.graph].find(i.name) is None)}
+    inserted = {(i.graph, i.name) for i in ctx.insertions}
+    lines.append(f"  net change: {len(ctx.insertions) - len(transient)} added, {len(removed - inserted)} removed"
+                 + (f" ({len(transient)} transient: inserted, then removed by a later pass)" if transient else ""))
     by_rule = Counter(i.rule for i in ctx.insertions)
     if by_rule:
         lines.append("  by rule: " + ", ".join(f"{r} {c}" for r, c in sorted(by_rule.items())))
-    for d in ctx.diagnostics:
+    floor = SEVERITIES.index(min_severity)
+    shown = [d for d in ctx.diagnostics if SEVERITIES.index(d.severity) >= floor]
+    for d in shown:
         lines.append(f"  {d.severity} {d.code}: {d.message}")
     lines += [f"  note ({kind}): {text}" for kind, text in getattr(ctx.model, "notes", ())]
+    if len(shown) < len(ctx.diagnostics):
+        lines.append(f"  ({len(ctx.diagnostics) - len(shown)} diagnostic(s) below {min_severity} not shown)")
     return "\n".join(lines)
 
 

@@ -371,7 +371,7 @@ class AtomicPass:
         reason["loop_graph"] = self.state.loop
         reason["op"] = clean.type
         attrs = {k: "set by the clean op entry" for k in sorted(clean.op.attr)}   # a proto map has no stable order
-        self.ctx.insertions.append(Insertion(
+        self.ctx.record(Insertion(
             name=clean.name, type=clean.type, graph=self.graph.name, pass_id=self.spec.id, rule=rule,
             cite=self._cite(rule, pred), producer="",
             consumers=tuple(f"{n.name}:-1" for n in linked), reason=reason, attrs=attrs))

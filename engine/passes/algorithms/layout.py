@@ -569,7 +569,7 @@ class LayoutPass:
     def record(self, node: Node, src, dsts: list, why: dict, moved: list, rule: str | None = None) -> None:
         name = rule or why.get("checker", "")
         c = self.cfg.checkers.get(name)
-        self.ctx.insertions.append(Insertion(
+        self.ctx.record(Insertion(
             name=node.name, type=node.type, graph=node.graph.name, pass_id=self.spec.id,
             rule=f"layout/{name}", cite=c.cite if c is not None else self.cfg.insert.cite(f"layout/{name}"),
             producer=anchor_ref(src), consumers=tuple(anchor_ref(d) for d in dsts), reason=why,

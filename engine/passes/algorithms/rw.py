@@ -541,11 +541,29 @@ class RWPass:
         rule = reason.get("kind", "")
         cell = self.cfg.matrix_cites.get((reason.get("output_rw"), reason.get("input_rw"))) if rule == "matrix" else None
         cite = Cite(f"rw/{rule}", cell.loc, cell.span, cell.row) if cell is not None else self.cfg.insert.cite(f"rw/{rule}")
-        self.ctx.insertions.append(Insertion(
+        decisive = self._decisive(reason) if cell is not None else None
+        if decisive is not None:
+            reason = {**reason, "matrix_rule": f"rw/{rule}"}
+            cite = decisive
+        self.ctx.record(Insertion(
             name=node.name, type=node.type, graph=node.graph.name, pass_id=self.spec.id,
-            rule=f"rw/{rule}", cite=cite, producer=anchor_ref(src),
+            rule=cite.rule_id, cite=cite, producer=anchor_ref(src),
             consumers=tuple(anchor_ref(d) for d in dsts), reason=reason,
             attrs=self.cfg.insert.attr_reasons(), moved_control=tuple(moved)))
+
+    def _decisive(self, reason: dict) -> Cite | None:
+        """Note [decisive typing rule]: the matrix only combines two types; the rule that
+        made the difference is the typing rule whose side, typed as a plain read instead
+        (the input role read_only, the output role soft_read), would not have inserted —
+        the consumer's rule first (a rule that makes an input write is what users add),
+        then the producer's. None when neither side alone decides (the cell stays the rule)."""
+        out_t, in_t, decision = reason.get("output_rw"), reason.get("input_rw"), reason.get("decision")
+        plain_in, plain_out = self.cfg.in_role.get("read_only"), self.cfg.out_role.get("soft_read")
+        for rule, counter in (("input_rule", (out_t, plain_in)), ("output_rule", (plain_out, in_t))):
+            why = reason.get(rule)
+            if isinstance(why, Cite) and why.rule_id and self.cfg.matrix.get(counter, decision) != decision:
+                return why
+        return None
 
     def remove(self, node: Node, rule: str, reason: dict, isolated: bool = False) -> None:
         if not isolated:

@@ -87,8 +87,8 @@ def run(ctx, graph: Graph, cfg: VarPassConfig, spec) -> None:
             if node is not None:
                 producer = next((f"{a.peer.node.name}:{a.peer.idx}" for a in node.ins if a.peer is not None), "")
                 consumers = tuple(f"{p.node.name}:{p.idx}" for o in node.outs for p in o.peers)
-            ctx.insertions.append(Insertion(ch.node, ch.type, ch.graph, spec.id, ch.rule, cfg.cite(ch.rule),
-                                            producer, tuple(consumers or ()), reason, {}))
+            ctx.record(Insertion(ch.node, ch.type, ch.graph, spec.id, ch.rule, cfg.cite(ch.rule),
+                                 producer, tuple(consumers or ()), reason, {}))
         elif ch.kind == "removed":
             ctx.removals.append(Removal(ch.node, ch.type, ch.graph, spec.id, ch.rule, reason))
         else:

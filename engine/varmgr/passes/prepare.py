@@ -88,10 +88,11 @@ def build_ref_map(graph: Graph, policy: VarPolicy) -> RefMap:
 
 def _walk(start: Node, in_idx: int, o: int, var: Node, ref_map: RefMap, policy: VarPolicy,
           changes: list[Change]) -> None:
-    stack = [(start, in_idx, o)]
+    # each entry carries the writer chain that led to it as a linked list (O(1) per step)
+    stack = [(start, in_idx, o, (f"{start.name}:{in_idx}", None))]
     seen: set[tuple[int, int, int]] = set()
     while stack:
-        node, i, out_idx = stack.pop()
+        node, i, out_idx, chain = stack.pop()
         if (id(node), i, out_idx) in seen:
             continue
         seen.add((id(node), i, out_idx))
@@ -100,17 +101,37 @@ def _walk(start: Node, in_idx: int, o: int, var: Node, ref_map: RefMap, policy: 
             for peer in node.outs[out_idx].peers:
                 if not _is_ref_node(peer.node, policy):
                     for o2 in ref_outputs(peer.node, peer.idx, ref_map, policy):
-                        further.append((peer.node, peer.idx, o2))
+                        further.append((peer.node, peer.idx, o2, (f"{peer.node.name}:{peer.idx}", chain)))
         if further:
             if node.out_ctrl:
-                add_variable_ref(node, var, out_idx, policy, changes)
+                add_variable_ref(node, var, out_idx, policy, changes, chain)
             stack.extend(reversed(further))
         elif node.type in policy.op_types.framework_op:
             continue
         elif out_idx < len(node.outs):
-            add_variable_ref(node, var, out_idx, policy, changes)
+            add_variable_ref(node, var, out_idx, policy, changes, chain)
         else:
-            insert_variable_ref(node, i, var, policy, changes)
+            insert_variable_ref(node, i, var, policy, changes, chain)
+
+
+MAX_CHAIN = 8
+
+
+def _chain_facts(var: Node, chain, policy: VarPolicy) -> dict:
+    """The writers from the variable to this one (the last MAX_CHAIN, `var:out` first), and the
+    variable the new ref names as its source."""
+    names, k = [], 0
+    while chain is not None:
+        if len(names) < MAX_CHAIN:
+            names.append(chain[0])
+        k += 1
+        chain = chain[1]
+    out = {"writer_chain": [var.name] + names[::-1]}
+    if k > MAX_CHAIN:
+        out["writer_chain_omitted"] = k - MAX_CHAIN
+    out["ref_source"] = var.name
+    out["ref_source_attr"] = policy.attrs.ref_var_src_var_name
+    return out
 
 
 def _ref_op(var: Node, name: str, policy: VarPolicy):
@@ -120,7 +141,7 @@ def _ref_op(var: Node, name: str, policy: VarPolicy):
     return op
 
 
-def add_variable_ref(w: Node, var: Node, o: int, policy: VarPolicy, changes: list[Change]) -> None:
+def add_variable_ref(w: Node, var: Node, o: int, policy: VarPolicy, changes: list[Change], chain=None) -> None:
     if o >= len(w.outs):
         return                                       # warning in GE, SUCCESS
     key = policy.attrs.ref_var_src_var_name
@@ -144,7 +165,7 @@ def add_variable_ref(w: Node, var: Node, o: int, policy: VarPolicy, changes: lis
         link_ctrl(ref, succ)
     link(w.outs[o], ref.ins[0])
     changes.append(Change("inserted", ref.name, ref.type, w.graph.name, RULE_REF,
-                          {"variable": var.name, "writer": f"{w.name}:{o}"}))
+                          {"variable": var.name, "writer": f"{w.name}:{o}", **_chain_facts(var, chain, policy)}))
 
 
 def _original_type(node: Node, policy: VarPolicy) -> str:
@@ -168,7 +189,7 @@ def _identity_before(peer, w: Node, policy: VarPolicy, changes: list[Change]) ->
     return ident
 
 
-def insert_variable_ref(n: Node, i: int, var: Node, policy: VarPolicy, changes: list[Change]) -> None:
+def insert_variable_ref(n: Node, i: int, var: Node, policy: VarPolicy, changes: list[Change], chain=None) -> None:
     anchor = n.ins[i] if i < len(n.ins) else None
     src = anchor.peer if anchor is not None else None
     if src is None:
@@ -190,4 +211,4 @@ def insert_variable_ref(n: Node, i: int, var: Node, policy: VarPolicy, changes: 
     changes.append(Change("inserted", ident.name, ident.type, n.graph.name, RULE_REF_IDENTITY,
                           {"variable": var.name, "input": f"{n.name}:{i}"}))
     changes.append(Change("inserted", ref.name, ref.type, n.graph.name, RULE_REF,
-                          {"variable": var.name, "writer": f"{n.name}:{i}"}))
+                          {"variable": var.name, "writer": f"{n.name}:{i}", **_chain_facts(var, chain, policy)}))

@@ -63,15 +63,15 @@ def _load(path, pack, fmt):
         derive_attrs(model, pack_folder(pack), notes)
         fill_port_names(model, pack_folder(pack), pack, notes)
         return model, notes
-    if fmt not in ("tensorflow", "onnx"):
-        raise InputError(Problem(Loc(file), f"{fmt} models are not supported yet ({why})",
-                                 "convert it to ONNX or TensorFlow first"))
     from engine.core.importers.tables import load_tables
     tables = load_tables(pack_folder(pack), fmt)
     ge_dump = False
     if fmt == "tensorflow":
         from engine.core.importers.tensorflow import import_graphdef, parse_graphdef
         proto = import_graphdef(parse_graphdef(data, file, text), file, stem, tables, pack, notes)
+    elif fmt == "caffe":
+        from engine.core.importers.caffe import import_caffe
+        proto = import_caffe(data, text, file, stem, tables, pack, notes)
     else:
         from engine.core.importers.onnx import import_onnx
         proto, ge_dump = import_onnx(data, text, file, stem, tables, pack, notes)

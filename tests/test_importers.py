@@ -247,3 +247,14 @@ def test_caffe_in_place_and_unsupported(tmp_path, capsys):
     f.write_text(net.replace('type: "AbsVal"', 'type: "Mystery"'))
     code, _, err = run(["convert", f, tmp_path / "o.pbtxt"], capsys)
     assert code == 2 and "unsupport op[abs] optype[Mystery], you should customize the op at first (E11009)" in err
+
+
+def test_rules_check_reads_the_import_tables(pack_copy, capsys):
+    code, out, _ = run(["rules", "check", pack_copy], capsys)
+    assert code == 0 and "import tables tensorflow.yaml, onnx.yaml, caffe.yaml, ge-dump.yaml" in out
+    edit(pack_copy / "import" / "onnx.yaml", "parent_index_attr:", "parent_index_atr:")
+    edit(pack_copy / "import" / "ge-dump.yaml", "- nodes: OwnerGraphIsUnknown", "- node: OwnerGraphIsUnknown")
+    code, _, err = run(["rules", "check", pack_copy], capsys)
+    assert code == 2
+    assert "onnx.yaml:" in err and "unknown key 'parent_index_atr'" in err
+    assert "ge-dump.yaml:" in err and "a source names one of nodes, parent, root_graph" in err

@@ -82,3 +82,34 @@ def _load(path, pack, fmt):
         derive_attrs(model, pack_folder(pack), notes)
         fill_port_names(model, pack_folder(pack), pack, notes)
     return model, notes
+
+
+def check_tables(pack_dir: Path) -> list[str]:
+    """Read every import table the pack (or its base) has, strictly; InputError lists all
+    their problems. Returns the tables read."""
+    from engine.core.errors import Collector
+    from engine.core.importers.tables import find_table, load_tables
+    readers = {"tensorflow": "engine.core.importers.tensorflow:TfConfig", "onnx": "engine.core.importers.onnx:OnnxConfig",
+               "caffe": "engine.core.importers.caffe:read_config"}
+    problems = Collector()
+    read = []
+    import importlib
+    for fmt, where in readers.items():
+        if find_table(pack_dir, f"{fmt}.yaml") is None:
+            continue
+        module, _, name = where.partition(":")
+        try:
+            getattr(importlib.import_module(module), name)(load_tables(pack_dir, fmt))
+            read.append(f"{fmt}.yaml")
+        except InputError as exc:
+            problems.problems.extend(exc.problems)
+    path = find_table(pack_dir, "ge-dump.yaml")
+    if path is not None:
+        from engine.core.importers.derive import _read
+        try:
+            _read(path)
+            read.append("ge-dump.yaml")
+        except InputError as exc:
+            problems.problems.extend(exc.problems)
+    problems.check()
+    return read

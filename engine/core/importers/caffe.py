@@ -39,7 +39,8 @@ def parse_net(data: bytes, text: bool, file: str) -> cf.NetParameter:
     return net
 
 
-def import_caffe(data: bytes, text: bool, file: str, name: str, tables: Tables, pack=None, notes=None) -> object:
+def read_config(tables: Tables) -> tuple:
+    """import/caffe.yaml, read strictly: (op_map, data type, index attr, NetOutput type, name)."""
     errors = Collector()
     loc0 = Loc(tables.file, 1, 1)
     r = Reader(tables.raw, tables.file, errors, loc0)
@@ -53,6 +54,11 @@ def import_caffe(data: bytes, text: bool, file: str, name: str, tables: Tables, 
     n.done()
     r.done()
     errors.check()
+    return op_map, data_type, data_index, net_type, net_name
+
+
+def import_caffe(data: bytes, text: bool, file: str, name: str, tables: Tables, pack=None, notes=None) -> object:
+    op_map, data_type, data_index, net_type, net_name = read_config(tables)
     loc = Loc(file)
     net = parse_net(data, text, file)
     if len(net.layers) and not len(net.layer):

@@ -59,6 +59,7 @@ def read_config(tables: Tables) -> tuple:
 
 def import_caffe(data: bytes, text: bool, file: str, name: str, tables: Tables, pack=None, notes=None) -> object:
     op_map, data_type, data_index, net_type, net_name = read_config(tables)
+    errors = Collector()
     loc = Loc(file)
     net = parse_net(data, text, file)
     if len(net.layers) and not len(net.layer):

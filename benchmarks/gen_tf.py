@@ -77,7 +77,7 @@ def train_step(layers: int = 2) -> tf.GraphDef:
     node(gd, "Adam/mul", "Mul", ["beta1_power/read", "Adam/beta1", *updates])
     node(gd, "Adam/Assign", "Assign", ["beta1_power", "Adam/mul"], use_locking=False)
     node(gd, "Adam", "NoOp", [*updates, "^Adam/Assign"], dtype=None)
-    inits = [f"^{n.name}" for n in gd.node if n.op == "Assign" and n.name.endswith("/Assign") and "/" in n.name[:-7]]
+    inits = [f"^{n.name}" for n in gd.node if n.op == "Assign" and n.name != "Adam/Assign"]
     node(gd, "init", "NoOp", inits, dtype=None)
     return gd
 

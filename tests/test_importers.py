@@ -218,3 +218,49 @@ def test_old_dump_without_derivation_gets_the_copies(pack_copy, capsys):
     (pack_copy / "import" / "ge-dump.yaml").unlink()
     code, out, _ = run(["run", "--rules", pack_copy, OAM / "oam_ge_proto_00000001_Build.txt"], capsys)
     assert code == 0 and "2 node(s) inserted (Identity 2)" in out and "subgraph/out-const 2" in out
+
+
+# ---- Caffe ---------------------------------------------------------------------------------
+@needs_models
+def test_caffe_abs_as_ge_parses_it():
+    # GE's test (test_caffe_parser.cc): one output node, abs:0
+    m, _ = load_graph(str(MODELS / "caffe_abs.pbtxt"), shared_pack())
+    assert [(n.name, n.type) for n in m.root.nodes()] == [("data", "Data"), ("abs", "Abs"), ("Node_Output", "NetOutput")]
+    assert [(a.peer.node.name, a.peer.idx) for a in nodes(m)["Node_Output"].ins] == [("abs", 0)]
+    assert list(nodes(m)["data"].outs[0].desc.shape.dim) == [64, 1, 28, 28]
+    assert ("import", "Caffe weights (.caffemodel blobs) are not read: layers get no weight Const inputs") in m.notes
+
+
+@needs_models
+def test_caffe_input_without_shape_refused(tmp_path, capsys):
+    # GE's aclgrphParseCaffe fails on caffe_add.pbtxt: its net input has no shape (E11005)
+    code, _, err = run(["convert", MODELS / "caffe_add.pbtxt", tmp_path / "o.pbtxt"], capsys)
+    assert code == 2 and "input [data] of the model has no shape: GE takes it from --input_shape (E11005)" in err
+
+
+def test_caffe_in_place_and_unsupported(tmp_path, capsys):
+    net = ('name: "n"\ninput: "x"\ninput_dim: 1\ninput_dim: 3\ninput_dim: 8\ninput_dim: 8\n'
+           'layer { name: "conv" type: "Convolution" bottom: "x" top: "c" convolution_param { num_output: 4 } }\n'
+           'layer { name: "relu" type: "ReLU" bottom: "c" top: "c" }\n'
+           'layer { name: "abs" type: "AbsVal" bottom: "c" top: "y" }\n')
+    f = tmp_path / "n.prototxt"
+    f.write_text(net)
+    m, _ = load_graph(str(f), shared_pack())
+    n = nodes(m)
+    assert [a.peer.node.name for a in n["relu"].ins] == ["conv"]
+    assert [a.peer.node.name for a in n["abs"].ins] == ["relu"]     # the in-place ReLU's top
+    assert n["x"].type == "Data" and list(n["x"].outs[0].desc.shape.dim) == [1, 3, 8, 8]
+    f.write_text(net.replace('type: "AbsVal"', 'type: "Mystery"'))
+    code, _, err = run(["convert", f, tmp_path / "o.pbtxt"], capsys)
+    assert code == 2 and "unsupport op[abs] optype[Mystery], you should customize the op at first (E11009)" in err
+
+
+def test_rules_check_reads_the_import_tables(pack_copy, capsys):
+    code, out, _ = run(["rules", "check", pack_copy], capsys)
+    assert code == 0 and "import tables tensorflow.yaml, onnx.yaml, caffe.yaml, ge-dump.yaml" in out
+    edit(pack_copy / "import" / "onnx.yaml", "parent_index_attr:", "parent_index_atr:")
+    edit(pack_copy / "import" / "ge-dump.yaml", "- nodes: OwnerGraphIsUnknown", "- node: OwnerGraphIsUnknown")
+    code, _, err = run(["rules", "check", pack_copy], capsys)
+    assert code == 2
+    assert "onnx.yaml:" in err and "unknown key 'parent_index_atr'" in err
+    assert "ge-dump.yaml:" in err and "a source names one of nodes, parent, root_graph" in err

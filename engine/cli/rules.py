@@ -30,10 +30,12 @@ def add_commands(sub) -> None:
 
 def cmd_rules_check(args) -> int:
     from engine.passes.catalog import load_pack
+    from engine.core.importers import check_tables
     pack = load_pack(pack_dir(args.pack, "PACK"))
+    tables = check_tables(pack.path)
     print(f"{display_path(pack.path)}: pack {pack.name} {pack.version} is valid "
           f"({len(pack.classes)} op classes, {len(pack.ops)} ops, {len(pack.passes)} passes, "
-          f"{len(pack.rule_ids)} rules)")
+          f"{len(pack.rule_ids)} rules)" + (f"; import tables {', '.join(tables)}" if tables else ""))
     return 0
 
 

@@ -218,6 +218,8 @@ def cmd_convert(args) -> int:
     files.write([(args.output, data)])
     for d in dropped:
         sys.stderr.write(f"memconflict: note: not expressible in YAML, dropped: {d}\n")
+    for kind, text in getattr(model, "notes", ()):
+        sys.stderr.write(f"memconflict: note ({kind}): {text}\n")
     return 0
 
 

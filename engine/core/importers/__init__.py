@@ -70,15 +70,15 @@ def _load(path, pack, fmt):
         derive_attrs(model, pack_folder(pack), notes)
         fill_port_names(model, pack_folder(pack), pack, notes)
         return model, notes
-    if fmt not in ("tensorflow", "onnx"):
-        raise InputError(Problem(Loc(file), f"{fmt} models are not supported yet ({why})",
-                                 "convert it to ONNX or TensorFlow first"))
     from engine.core.importers.tables import load_tables
     tables = load_tables(pack_folder(pack), fmt)
     ge_dump = False
     if fmt == "tensorflow":
         from engine.core.importers.tensorflow import import_graphdef, parse_graphdef
         proto = import_graphdef(parse_graphdef(data, file, text), file, stem, tables, pack, notes)
+    elif fmt == "caffe":
+        from engine.core.importers.caffe import import_caffe
+        proto = import_caffe(data, text, file, stem, tables, pack, notes)
     else:
         from engine.core.importers.onnx import import_onnx
         proto, ge_dump = import_onnx(data, text, file, stem, tables, pack, notes)
@@ -89,3 +89,34 @@ def _load(path, pack, fmt):
         derive_attrs(model, pack_folder(pack), notes)
         fill_port_names(model, pack_folder(pack), pack, notes)
     return model, notes
+
+
+def check_tables(pack_dir: Path) -> list[str]:
+    """Read every import table the pack (or its base) has, strictly; InputError lists all
+    their problems. Returns the tables read."""
+    from engine.core.errors import Collector
+    from engine.core.importers.tables import find_table, load_tables
+    readers = {"tensorflow": "engine.core.importers.tensorflow:TfConfig", "onnx": "engine.core.importers.onnx:OnnxConfig",
+               "caffe": "engine.core.importers.caffe:read_config"}
+    problems = Collector()
+    read = []
+    import importlib
+    for fmt, where in readers.items():
+        if find_table(pack_dir, f"{fmt}.yaml") is None:
+            continue
+        module, _, name = where.partition(":")
+        try:
+            getattr(importlib.import_module(module), name)(load_tables(pack_dir, fmt))
+            read.append(f"{fmt}.yaml")
+        except InputError as exc:
+            problems.problems.extend(exc.problems)
+    path = find_table(pack_dir, "ge-dump.yaml")
+    if path is not None:
+        from engine.core.importers.derive import _read
+        try:
+            _read(path)
+            read.append("ge-dump.yaml")
+        except InputError as exc:
+            problems.problems.extend(exc.problems)
+    problems.check()
+    return read

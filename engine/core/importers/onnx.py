@@ -173,6 +173,7 @@ class _Importer:
             builders.append(b)
         unnamed = 0
         nodes = []
+        unsupported: dict[str, list[str]] = {}
         for nd in g.node:
             name = nd.name
             if not name:
@@ -180,9 +181,7 @@ class _Importer:
                 unnamed += 1
             ge_type = cfg.op_map.get(nd.op_type)
             if ge_type is None:
-                domain = nd.domain or "ai.onnx"
-                self.errors.error(loc, f"node '{name}': op type [{domain}::{self.opset}::{nd.op_type}] is not supported (E16002)",
-                                  f"GE reads ONNX ops through its op plugins; map {nd.op_type} in the pack's import/onnx.yaml op_map")
+                unsupported.setdefault(f"{nd.domain or 'ai.onnx'}::{self.opset}::{nd.op_type}", []).append(name)
                 continue
             b = OpBuilder(name, ge_type)
             b.op = pb.OpDef()
@@ -196,6 +195,11 @@ class _Importer:
             b.n_out = len(nd.output)
             nodes.append((b, nd))
             builders.append(b)
+        for ori, where in sorted(unsupported.items()):
+            op = ori.rsplit("::", 1)[1]
+            self.errors.error(loc, f"graph '{gname}': op type [{ori}] is not supported (E16002): {len(where)} node(s), "
+                                   f"first '{where[0]}'", f"GE reads ONNX ops through its op plugins; map {op} in the "
+                                   f"pack's import/onnx.yaml op_map")
         self.errors.check()
         for b, nd in nodes:
             ins = list(nd.input)

@@ -1,0 +1,137 @@
+"""Caffe network definitions (.prototxt) → GE's IR, as GE's Caffe parser builds them
+(CaffeModelParser; the knowledge in the pack's import/caffe.yaml).
+
+* net-level `input`s become Input layers (ParseInput): with `input_dim` (4 per input) or
+  `input_shape`, never both (E11001); without either GE needs --input_shape (E11005);
+* layer types through `op_map` (caffe_op_map with the plugins' entries; E11009 otherwise);
+* a bottom blob is the latest top of that name (AddBlobsToMap's in-place remapping: a layer
+  writing its own bottom, ReLU in place, feeds the layers after it);
+* Data `index` in order, every top of a leaf layer feeds NetOutput (GetDefaultOutInfo).
+The weights (.caffemodel blobs) are not read (noted).
+"""
+from __future__ import annotations
+
+from google.protobuf import text_format
+from google.protobuf.message import DecodeError
+
+from engine.core.errors import Collector, InputError, Loc, Problem
+from engine.core.importers.build import OpBuilder, model_def, to_opdefs
+from engine.core.importers.tables import Tables, ir_with_pack
+from engine.core.schema import Reader
+from engine.proto import caffe_net_pb2 as cf
+
+DIMS_PER_INPUT = 4          # parser::DIM_DEFAULT_SIZE
+
+
+def parse_net(data: bytes, text: bool, file: str) -> cf.NetParameter:
+    net = cf.NetParameter()
+    try:
+        if text:
+            text_format.Parse(data.decode("utf-8"), net, allow_unknown_field=True)
+        else:
+            net.ParseFromString(data)
+    except text_format.ParseError as exc:
+        raise InputError(Problem(Loc(file, exc.GetLine() or 0, exc.GetColumn() or 0),
+                                 f"malformed Caffe network: {str(exc).split(' : ', 1)[-1]}",
+                                 "the file must be a Caffe NetParameter (.prototxt)")) from None
+    except (DecodeError, UnicodeDecodeError) as exc:
+        raise InputError(Problem(Loc(file), f"malformed Caffe network: {exc}", "the file must be a Caffe NetParameter")) from None
+    return net
+
+
+def read_config(tables: Tables) -> tuple:
+    """import/caffe.yaml, read strictly: (op_map, data type, index attr, NetOutput type, name)."""
+    errors = Collector()
+    loc0 = Loc(tables.file, 1, 1)
+    r = Reader(tables.raw, tables.file, errors, loc0)
+    r.get("format", str, required=True)
+    op_map = {str(k): str(v) for k, v in r.get("op_map", dict, {}, required=True).items()}
+    d = Reader(r.get("data", dict, {}, required=True), "data", errors, loc0)
+    data_type, data_index = str(d.get("type", str, "", True)), str(d.get("index_attr", str, "", True))
+    d.done()
+    n = Reader(r.get("netoutput", dict, {}, required=True), "netoutput", errors, loc0)
+    net_type, net_name = str(n.get("type", str, "", True)), str(n.get("name", str, "", True))
+    n.done()
+    r.done()
+    errors.check()
+    return op_map, data_type, data_index, net_type, net_name
+
+
+def import_caffe(data: bytes, text: bool, file: str, name: str, tables: Tables, pack=None, notes=None) -> object:
+    op_map, data_type, data_index, net_type, net_name = read_config(tables)
+    errors = Collector()
+    loc = Loc(file)
+    net = parse_net(data, text, file)
+    if len(net.layers) and not len(net.layer):
+        raise InputError(Problem(loc, "the network uses V1 `layers`, which memconflict does not read",
+                                 "upgrade it to `layer` (Caffe's upgrade_net_proto_text)"))
+    if not len(net.layer) and not len(net.input):
+        raise InputError(Problem(loc, "the network has no layer", "a Caffe NetParameter lists its layers under `layer`"))
+    layers = [(l.name, l.type, list(l.bottom), list(l.top), [list(s.dim) for s in l.input_param.shape]) for l in net.layer]
+    if len(net.input):
+        if len(net.input_dim) and len(net.input_shape):
+            raise InputError(Problem(loc, "input_dim and input_shape cannot both exist (E11001)", "keep one of them"))
+        if len(net.input_dim):
+            if len(net.input_dim) != DIMS_PER_INPUT * len(net.input):
+                raise InputError(Problem(loc, f"model input_dim size [{len(net.input_dim)}] is not 4 times of input size "
+                                              f"[{len(net.input)}] (E11003)", "give four input_dim values per input"))
+            shapes = [list(net.input_dim[DIMS_PER_INPUT * i:DIMS_PER_INPUT * (i + 1)]) for i in range(len(net.input))]
+        elif len(net.input_shape):
+            if len(net.input_shape) != len(net.input):
+                raise InputError(Problem(loc, f"model input_shape size [{len(net.input_shape)}] is not equal to input size "
+                                              f"[{len(net.input)}] (E11004)", "give one input_shape per input"))
+            shapes = [list(s.dim) for s in net.input_shape]
+        else:
+            raise InputError(Problem(loc, f"input [{net.input[0]}] of the model has no shape: GE takes it from --input_shape "
+                                          "(E11005)", "give the net input_shape or input_dim"))
+        # ParseInput appends Input layers; blobs are linked by name afterwards and the graph sorted,
+        # so they come first here, where bottoms are resolved in layer order
+        layers = [(i, next(k for k, v in op_map.items() if v == data_type), [], [i], [s])
+                  for i, s in zip(net.input, shapes)] + layers
+    ir = ir_with_pack(tables, pack)
+    builders, by_name, top_of = [], {}, {}
+    unsupported = []
+    for lname, ltype, bottoms, tops, shapes in layers:
+        ge_type = op_map.get(ltype)
+        if ge_type is None:
+            unsupported.append((lname, ltype))
+            continue
+        if lname in by_name:
+            errors.error(loc, f"two layers are named '{lname}'", "layer names must be unique")
+            continue
+        if not tops:
+            errors.error(loc, f"the output size of layer {lname} needs to be greater than zero (E11037)", "give it a top")
+            continue
+        b = OpBuilder(lname, ge_type, n_out=len(tops))
+        for blob in bottoms:
+            if blob not in top_of:
+                errors.error(loc, f"layer '{lname}' ({ltype}): bottom '{blob}' is the top of no layer before it",
+                             "a bottom names the top blob of an earlier layer")
+                continue
+            b.inputs.append(top_of[blob])
+        for j, blob in enumerate(tops):
+            top_of[blob] = (lname, j)          # in place: later bottoms of this name read this layer
+        if ge_type == data_type:
+            b.attrs[data_index] = (sum(1 for x in builders if x.type == data_type), "i")
+            b.inputs.insert(0, None)
+            b.out_desc[0] = (0, shapes[0] if shapes else None)
+        spec = ir.get(ge_type)
+        if spec is not None and ge_type != data_type:
+            b.in_names, b.out_names = spec.input_names(len(b.inputs)), spec.output_names(b.n_out)
+        builders.append(b)
+        by_name[lname] = b
+    for lname, ltype in unsupported:
+        errors.error(loc, f"unsupport op[{lname}] optype[{ltype}], you should customize the op at first (E11009)",
+                     f"map {ltype} in the pack's import/caffe.yaml op_map")
+    errors.check()
+    consumed = {src for b in builders for src, _ in (i for i in b.inputs if i is not None)}
+    net_op = OpBuilder(net_name, net_type)
+    for b in builders:
+        if b.name not in consumed and any(i is not None for i in b.inputs):
+            net_op.inputs.extend((b.name, j) for j in range(b.n_out))
+    if net_op.inputs:
+        builders.append(net_op)
+    if notes is not None:
+        notes.append(("import", "Caffe weights (.caffemodel blobs) are not read: layers get no weight Const inputs"))
+    gname = net.name or name
+    return model_def(gname, [(gname, to_opdefs(builders, "NCHW"))])

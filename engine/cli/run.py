@@ -102,6 +102,9 @@ def cmd_run(args) -> int:
     files.claim("--out", args.out)
     files.claim("--report-json", args.report_json)
     files.claim("--report-html", args.report_html)
+    if args.var_state == "-":
+        raise InputError(Problem(Loc("--var-state"), "the state file cannot be standard output",
+                                 "give a file name, e.g. --var-state state.pb"))
     files.claim("--var-state", args.var_state)
     var = _VarState(args) if args.var_state else None
     findings.claim(files, args)

@@ -2,7 +2,8 @@
 
     memconflict vars plan GRAPH... [--session ID] [--memory-size BYTES] [--option K=V]...
                           [--out OUT.pbtxt]... [--save-state STATE.pb] [--load-state STATE.pb]
-                          [--var-state STATE.pb] [--plan-only] [--json PLAN.json] [--rules DIR]
+                          [--var-state STATE.pb] [--plan-only] [--json PLAN.json] [--html MAP.html]
+                          [--rules DIR]
     memconflict vars cache-check STATE.pb GRAPH [--session ID] [--rules DIR]
     memconflict vars addr STATE.pb LOGICAL_ADDR [--memory-type NAME] [--device N] [--rules DIR]
 
@@ -47,6 +48,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--save-state", metavar="STATE.pb", help="write the session as deployer.VarManagerInfo")
     p.add_argument("--load-state", metavar="STATE.pb", help="start from a saved session")
     p.add_argument("--json", metavar="PLAN.json", help="write the plan as JSON")
+    p.add_argument("--html", metavar="MAP.html", help="write the memory map: blocks per memory type, then their table")
     p.add_argument("--var-state", metavar="STATE.pb",
                    help="the sessions (VarManagerPool) to compile in: read if the file exists, written back")
     p.add_argument("--plan-only", action="store_true",
@@ -112,6 +114,7 @@ def cmd_plan(args) -> int:
     files.claim("--save-state", args.save_state)
     files.claim("--var-state", args.var_state)
     files.claim("--json", args.json)
+    files.claim("--html", args.html)
     pack = None if args.plan_only else _pack(args.rules)
     session, store = _open(args, pack, options)
     vm = session.manager
@@ -133,12 +136,15 @@ def cmd_plan(args) -> int:
         outputs.append((args.save_state, encode(to_info(vm), is_text_path(args.save_state))))
     if args.var_state:
         outputs.append((args.var_state, store.encode(is_text_path(args.var_state))))
+    doc = plan_json(vm, plans)
+    doc["rebuild"] = sorted(session.ctrl.need_rebuild)
+    for g, run in zip(doc["graphs"], runs):
+        g["passes"] = run
     if args.json:
-        doc = plan_json(vm, plans)
-        doc["rebuild"] = sorted(session.ctrl.need_rebuild)
-        for g, run in zip(doc["graphs"], runs):
-            g["passes"] = run
         outputs.append((args.json, (json.dumps(doc, indent=1) + "\n").encode()))
+    if args.html:
+        from engine.report.varmap import render_varmap
+        outputs.append((args.html, render_varmap(doc, vm.policy).encode()))
     files.write(outputs)
     print(render_plan(vm, plans, runs, sorted(session.ctrl.need_rebuild)), file=files.text_stream())
     return 0

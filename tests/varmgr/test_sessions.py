@@ -88,6 +88,8 @@ def test_var_state_is_written_with_the_other_outputs_or_not_at_all(tmp_path, cap
     assert main(["run", g, "--var-state", str(state), "--out", str(state)]) == 2      # same file twice
     assert "name the same file" in capsys.readouterr().err
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    assert main(["run", g, "--var-state", "-"]) == 2
+    assert "the state file cannot be standard output" in capsys.readouterr().err
 
 
 def _training_graphs(tmp_path):

@@ -55,6 +55,8 @@ def test_run_runtime_report(tmp_path, capsys):
         ("FreeMemory", added[0]["name"], "root"), ("PointFromInputs", "if_PointFrom_0", "then_g"),
         ("PointFromInputs", "if_PointFrom_1", "else_g")]
     assert added[0]["rule"] == "runtime/guard/alloc" and added[0]["rule_loc"].startswith("rules/ge/runtime.yaml:")
+    assert report["rules"][added[0]["rule_loc"]]["id"] == "runtime/guard/alloc"     # its text is in the report
+    assert "guarder: FreeMemory" in report["rules"][added[0]["rule_loc"]]["text"]
     assert "different sources" in added[1]["why"] and "input 1" in added[1]["why"] and "input 0" in added[1]["why"]
     section = report["sections"][-1]
     assert section["id"] == "runtime" and len(section["data"]["rows"]) == 3

@@ -308,3 +308,14 @@ def test_insert_after_moves_control_edges_like_ge():
     insert_before(dst, 0, pf, 0, 0)
     assert dst.ins[0] == (pf, 0) and pf.ins[0] == (ia, 0)
     assert list(dst.in_ctrl) == [] and list(pf.in_ctrl) == [ia]
+
+
+def test_cond_graph_reads_the_cond_input():
+    """If_CondGraphCorrect: the control frame's InnerData is If input 0, the cond (data0)."""
+    out = run("If_CondGraphCorrect")
+    c = cond_node(out)
+    assert c["inputs"][0] == "data0" and c["inputs"] == ["data0", "data1", "data2"]
+    frame = sub(c, 0)
+    assert types(frame) == {**CONTROL_FRAME, "BranchPivot": 2, "BranchDone": 2}
+    assert by_type(frame, "InnerData")["attrs"]["index"] == 0
+    assert [n["inputs"] for n in frame if n["type"] == "WatcherPlaceholder"] == [[by_type(frame, "SwitchNotify")["name"]]]

@@ -55,6 +55,8 @@ def test_run_runtime_report(tmp_path, capsys):
         ("FreeMemory", added[0]["name"], "root"), ("PointFromInputs", "if_PointFrom_0", "then_g"),
         ("PointFromInputs", "if_PointFrom_1", "else_g")]
     assert added[0]["rule"] == "runtime/guard/alloc" and added[0]["rule_loc"].startswith("rules/ge/runtime.yaml:")
+    assert report["rules"][added[0]["rule_loc"]]["id"] == "runtime/guard/alloc"     # its text is in the report
+    assert "guarder: FreeMemory" in report["rules"][added[0]["rule_loc"]]["text"]
     assert "different sources" in added[1]["why"] and "input 1" in added[1]["why"] and "input 0" in added[1]["why"]
     section = report["sections"][-1]
     assert section["id"] == "runtime" and len(section["data"]["rows"]) == 3
@@ -94,3 +96,32 @@ def test_events_on_a_dump(tmp_path, capsys):
     assert out["stream_num"] == 3 and out["last_resource_clean"] == [[1, 0], [2, 0]]
     out = cli(capsys, "runtime", "events", str(f), "--stream-num", "1", "--event-num", "5")
     assert out["ok"] is False and out["last_resource_clean"] == [] and "event_num 5" in out["reason"]
+
+
+def test_cond_work_grows_linearly(tmp_path):
+    """Guard against a quadratic relapse by counting work, not time: the execute-graph nodes
+    built for a chain of 2N conds are twice those for N (benchmarks/bench_runtime_cond.py)."""
+    import sys
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_runtime_cond import make_model
+    from engine.core.dumpio import load_model
+    from engine.passes.catalog import load_pack
+    from engine.runtime import cond as cond_mod
+    from engine.runtime.dumpcond import DumpConds
+
+    pack = load_pack(None)
+    built = []
+    for n in (20, 40):
+        f = tmp_path / f"c{n}.pb"
+        f.write_bytes(make_model(n).SerializeToString())
+        dc = DumpConds(load_model(f), pack, str(f))
+        total = 0
+        for node in dc.cond_nodes():
+            b = cond_mod.Builder(dc.rt)
+            case = dc.case_of(node)
+            for i, feed in enumerate(case.feeds):
+                b.define(feed.name, [cond_mod.Holder(b.root.add_node(feed.name, "D", 0, 1), 0, "hbm")], feed.loc)
+            assert b.build_cond(case.cond)
+            total += b.root.counter[0]
+        built.append(total)
+    assert built[1] <= 2.05 * built[0]

@@ -119,3 +119,9 @@ def test_io_reuse_unusable_is_exit_2(tmp_path, capsys):
     f.write_text("{runtime: v2, attr: \"1,0\", inputs: [1], input_num: 2, outputs: [1]}\n")
     assert main(["runtime", "io-reuse", str(f)]) == 2
     assert "reads input address 1, but only 1 are given" in capsys.readouterr().err
+
+
+def test_json_case_with_tabs(tmp_path, capsys):
+    f = tmp_path / "io.json"
+    f.write_text('{\n\t"runtime": "v2",\t"attr": "0,0",\n\t"inputs": ["0x10"], "outputs": [16]\n}\n')
+    assert cli(capsys, "runtime", "io-reuse", str(f)) == {"status": "SUCCESS"}

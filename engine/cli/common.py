@@ -94,10 +94,17 @@ def runtime_section(args, ctx, report: dict) -> dict | None:
     """`--runtime`: the If/Case records of the graph after the passes, added to the report."""
     if not getattr(args, "runtime", False):
         return None
-    from engine.runtime.report import runtime_records, runtime_section
+    from engine.report.explain import RuleTexts
+    from engine.runtime.report import all_cites, cited, runtime_records, runtime_section as section
     records = runtime_records(ctx.model, ctx.pack, args.graph)
     report["runtime"] = records
-    report["sections"].append(runtime_section(records))
+    report["sections"].append(section(records))
+    texts = RuleTexts(ctx.pack.path)
+    for c in cited(records, all_cites(ctx.pack)):          # the cited runtime items' source text
+        entry = texts.get(c)
+        if entry is not None:
+            report["rules"].setdefault(str(c.loc), entry)
+    report["rules"] = dict(sorted(report["rules"].items()))
     return records
 
 

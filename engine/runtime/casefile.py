@@ -14,8 +14,17 @@ _REF = re.compile(r"^(?P<name>.+?)(?::(?P<idx>-?[0-9]+))?$")
 
 
 def read_case_file(path: str):
-    """The located top-level mapping of a CASE file."""
-    doc = load_yaml(path)
+    """The located top-level mapping of a CASE file. Note [JSON as YAML]: a JSON file is read
+    by the YAML reader (for locations); JSON allows tabs between tokens, YAML does not, and a
+    tab can stand only there (one in a string is escaped), so each becomes a space."""
+    text = None
+    if str(path).lower().endswith(".json"):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read().replace("\t", " ")
+        except (OSError, UnicodeDecodeError):
+            text = None                      # load_yaml reports it, located
+    doc = load_yaml(path, text)
     if not isinstance(doc, dict):
         raise InputError(Problem(getattr(doc, "loc", Loc(str(path))), "a case must be a mapping",
                                  "write `key: value` lines (or a JSON object)"))

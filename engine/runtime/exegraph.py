@@ -176,10 +176,9 @@ def node_record(node: XNode, sorted_graphs: bool = True) -> dict:
     rec = {"name": node.name, "type": node.type,
            "inputs": [ref(*e) if e is not None else None for e in node.ins],
            "ctrl_inputs": [c.name for c in node.in_ctrl],
-           "attrs": dict(sorted(node.attrs.items()))}
-    if node.subgraphs:
-        rec["subgraphs"] = [{"name": name, "nodes": graph_records(g, sort=sorted_graphs and k > 0)}
-                            for k, (name, g) in enumerate(node.subgraphs)]
+           "attrs": dict(sorted(node.attrs.items())),
+           "subgraphs": [{"name": name, "nodes": graph_records(g, sort=sorted_graphs and k > 0)}
+                         for k, (name, g) in enumerate(node.subgraphs)]}
     return rec
 
 

@@ -31,6 +31,17 @@ def _cite_json(c: Cite | None) -> dict:
     return {"rule": c.rule_id, "rule_loc": str(c.loc)} if c is not None else {"rule": "", "rule_loc": ""}
 
 
+def cited(records: dict, rt_cites: list[Cite]) -> list[Cite]:
+    """The pack items the records cite (for the report's `rules` table), by their locations."""
+    wanted = {a["rule_loc"] for c in records["conds"] for a in c["added"] if a["rule_loc"]}
+    return [c for c in rt_cites if str(c.loc) in wanted]
+
+
+def all_cites(pack) -> list[Cite]:
+    rt = pack.configs["runtime"]
+    return [r.cite for r in rt.guard_rules] + list(rt.cites.values())
+
+
 def cond_records(dc: DumpConds, node) -> dict:
     rt = dc.rt
     case = dc.case_of(node)

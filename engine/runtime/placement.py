@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.core.errors import Collector, InputError, Loc, Problem, did_you_mean, display_path
+from engine.core.errors import Collector, Loc, did_you_mean, display_path
 from engine.core.schema import Reader
 from engine.core.yamlloc import load_yaml
 from engine.runtime.lowering import BuildFailure, Builder
@@ -362,7 +362,11 @@ def load_case(path: str, rules) -> Case:
     streams = gd.get("streams", int)
     init_streams = gd.get("init_streams", int)
     model_num = gd.get("model_stream_num", int)
-    if gd.get("root_model", bool, False):      # Note [root model]: GlobalDataFaker's stream set-up
+    # Note [root model]: GE's tests build a GlobalDataFaker(root_model) for the cases whose copies
+    # need device allocators; what it sets up that matters here is one main stream, one init
+    # stream and the model's stream count (kGlobalDataModelStreamNum, which CreateL2Allocators
+    # reads). `root_model: true` means those three, each unless given.
+    if gd.get("root_model", bool, False):
         streams = 1 if streams is None else streams
         init_streams = 1 if init_streams is None else init_streams
         model_num = streams if model_num is None else model_num

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.core.errors import Collector, InputError, Loc, Problem, did_you_mean, display_path
+from engine.core.errors import InputError, Loc, Problem, did_you_mean, display_path
 from engine.core.yamlloc import YList, YMap, load_yaml
 
 # field kinds: int, stream (an allocator index), bool, str, ints, block/tensor/mem/mif (a defined

@@ -45,9 +45,11 @@ class Runner:
         dispatch = {name: getattr(self, "op_" + name) for name in _op_names()}
         with_state = self.state_mode == "all"
         append = steps.append
+        track = world.timeline is not None
         for i, op in enumerate(self.ops):
             (name, body), = op.items()
-            world.step = i
+            if track:
+                world.step = i
             events = world.events = []
             try:
                 step = {"op": name, "ok": True, "result": dispatch[name](body), "events": events}
@@ -106,7 +108,10 @@ class Runner:
     op_alloc_tensor = op_malloc_tensor_data
 
     def op_free(self, b):
-        self._block(b).free(b["stream"])
+        block = self.blocks[b["block"]]
+        if block is None:
+            raise GeFailure(self.st["undefined"], f"block '{b['block']}' is null")
+        block.free(b["stream"])
 
     def op_new_access(self, b):
         self._block(b).new_access(b["src"], b["dst"], self.st)

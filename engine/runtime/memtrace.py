@@ -258,6 +258,7 @@ class Runner:
         caller walks the list and fails at the first bad id)."""
         table = self.event_table
         rt = b.get("rt_events", len(table))
+        rt = len(rt) if isinstance(rt, list) else rt
         if len(table) > rt:
             raise GeFailure(self.st["failed"], f"rt events ({rt}) not enough, at least {len(table)}")
         return table

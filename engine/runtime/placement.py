@@ -293,8 +293,10 @@ def run_case(case: Case, rules) -> dict:
         local: dict[str, str] = {}
         for n in case.init_nodes:
             refs = b.node(n["type"], [_ref(x, local) for x in n.get("inputs", [])], outputs=n.get("outputs", 1),
-                          name=n["name"])
+                          name=n["name"], attrs=n.get("attrs"))
             local[n["name"]] = refs[0]
+            for c in n.get("ctrl_inputs", []):
+                b.depend(_ref(c, local), refs[0])
         return [_ref(r["from"], local) for r in case.init_returns]
     if case.init_nodes or case.init_returns:
         for r, ref in zip(case.init_returns, b.on_init(init_nodes)):
@@ -366,7 +368,7 @@ def load_case(path: str, rules) -> Case:
     # need device allocators; what it sets up that matters here is one main stream, one init
     # stream and the model's stream count (kGlobalDataModelStreamNum, which CreateL2Allocators
     # reads). `root_model: true` means those three, each unless given.
-    if gd.get("root_model", bool, False):
+    if gd.get("root_model", (bool, dict, str), False):
         streams = 1 if streams is None else streams
         init_streams = 1 if init_streams is None else init_streams
         model_num = streams if model_num is None else model_num
@@ -375,7 +377,8 @@ def load_case(path: str, rules) -> Case:
     node_type = str(nd.get("type", str, "node", required=True))
     node_name = str(nd.get("name", str, node_type))
     dtype = str(nd.get("dtype", str, "float"))
-    node_outputs = nd.get("outputs", int, None)
+    node_outputs = nd.get("outputs", (int, list), None)      # a count, or one entry per output
+    node_outputs = len(node_outputs) if isinstance(node_outputs, list) else node_outputs
     node_stream = nd.get("stream", int, 0)
     refed = nd.get("refed_by_ref", bool, False)
     nd.done()
@@ -461,6 +464,9 @@ def _placement(name, rules, errors: Collector, loc: Loc) -> int:
 def _init_node(n, errors: Collector, fallback: Loc) -> dict:
     r = Reader(n, "on_init node", errors, getattr(n, "loc", fallback))
     out = {"name": str(r.get("name", str, "", required=True)), "type": str(r.get("type", str, "", required=True)),
-           "inputs": [str(x) for x in (r.get("inputs", list, []) or [])], "outputs": r.get("outputs", int, 1)}
+           "inputs": [str(x) for x in (r.get("inputs", list, []) or [])], "outputs": r.get("outputs", int, 1),
+           "ctrl_inputs": [str(x) for x in (r.get("ctrl_inputs", list, []) or [])],
+           "attrs": r.get("attrs", dict, {}) or {}}
+    r.get("subgraphs", list, [])
     r.done()
     return out

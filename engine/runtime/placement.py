@@ -391,12 +391,19 @@ def load_case(path: str, rules) -> Case:
         hr.get("devmem", bool, False)
         hr.done()
     oi = Reader(top.get("on_init", dict, {}), "on_init", errors, top.loc)
-    init_nodes = [_init_node(n, errors, oi.loc) for n in (oi.get("nodes", list, []) or [])]
+    init_nodes, made = [], set()
+    for n in oi.get("nodes", list, []) or []:
+        node = _init_node(n, errors, oi.loc)
+        for ref in node["inputs"] + node["ctrl_inputs"]:
+            _check_name(ref, made, errors, getattr(n, "loc", oi.loc), "init node")
+        made.add(node["name"])
+        init_nodes.append(node)
     init_returns = []
     for r in oi.get("returns", list, []) or []:
         rr = Reader(r, "on_init return", errors, getattr(r, "loc", oi.loc))
         init_returns.append({"as": str(rr.get("as", str, "", required=True)),
                              "from": str(rr.get("from", str, "", required=True))})
+        _check_name(init_returns[-1]["from"], made, errors, rr.value_loc("from"), "init node")
         rr.done()
     oi.done()
     known = set(holders) | {r["as"] for r in init_returns}
@@ -444,11 +451,13 @@ def _item_loc(lst, i: int, fallback: Loc) -> Loc:
     return locs[i] if locs and i < len(locs) else fallback
 
 
-def _check_name(name, known: set, errors: Collector, loc: Loc) -> None:
+def _check_name(name, known: set, errors: Collector, loc: Loc, what: str = "holder") -> None:
     base = str(name).rpartition(":")[0] if ":" in str(name) else str(name)
     if not isinstance(name, str) or base not in known:
-        errors.error(getattr(name, "loc", loc), f"unknown holder '{name}'",
-                     did_you_mean(str(name), known, "holders") if known else "declare it under holders: or on_init.returns")
+        hint = (did_you_mean(str(name), known, what + "s") if known else
+                "declare it under holders: or on_init.returns" if what == "holder" else
+                "an init node may only use the init nodes listed before it")
+        errors.error(getattr(name, "loc", loc), f"unknown {what} '{name}'", hint)
 
 
 def _placement(name, rules, errors: Collector, loc: Loc) -> int:

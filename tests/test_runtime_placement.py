@@ -200,4 +200,4 @@ def test_init_node_may_not_use_a_main_holder(tmp_path, capsys, monkeypatch):
     assert main(["runtime", "placement", "case.yaml"]) == 2
     err = capsys.readouterr().err
     assert "case.yaml:4:11: error: unknown init node 'h'" in err
-    assert "case.yaml:5:31: error: unknown init node 'm'" in err and "expected init nodes: n" in err
+    assert "case.yaml:5:27: error: unknown init node 'm'" in err and "expected init nodes: n" in err

@@ -123,7 +123,15 @@ class Runner:
         self._block(b).sync_all_local(b["dst"], self.st)
 
     def op_get_clear_local_recycle(self, b):
-        return [x.name for x in self._alloc(b["allocator"]).local_blocks(b.get("dst"), b.get("take"))]
+        dst = b.get("dst")
+        if dst is not None:
+            self._bit(dst)
+        return [x.name for x in self._alloc(b["allocator"]).local_blocks(dst, b.get("take"))]
+
+    def _bit(self, stream: int) -> None:
+        """ToBit(stream) is a shift of a uint64: undefined outside 0..63."""
+        if not 0 <= stream < self.rules.stream_bits:
+            raise GeFailure(self.st["undefined"], f"ToBit({stream}) shifts outside uint64")
 
     def op_get_and_clear_borrow(self, b):
         return [x.name for x in self._alloc(b["allocator"]).borrow.get_and_clear(b["dst"])]
@@ -240,7 +248,10 @@ class Runner:
         return self._mif(b, (b["maintained"],)).is_any_set(b["maintained"])
 
     def op_to_all_bit(self, b):
-        return bits_of(to_all_bit(b["stream_num"], b["stream"]))
+        bits = self.rules.stream_bits
+        if not (0 <= b["stream_num"] <= bits and 0 <= b["stream"] < bits):
+            raise GeFailure(self.st["undefined"], f"ToAllBit({b['stream_num']}, {b['stream']}) shifts outside uint64")
+        return bits_of(to_all_bit(b["stream_num"], b["stream"]) & ((1 << bits) - 1))
 
     # -- events ------------------------------------------------------------------------
     def op_create_events(self, b):
@@ -281,6 +292,7 @@ class Runner:
         log = self.world.events
         for eid in b["ids"]:
             ev = self._event(table, eid)
+            self._bit(ev.dst)
             for block in alloc.local_blocks(ev.dst, None):
                 ev.free_by_src.append((block, block.version))
             ev.return_birth.extend(alloc.borrow.get_and_clear(ev.dst))

@@ -190,3 +190,14 @@ def test_output_without_desc_is_null(tmp_path, capsys):
     _, out, _ = run(tmp_path, capsys, case)
     doc = json.loads(out)
     assert doc["results"][0]["null"] is True and doc["results"][1]["null"] is False
+
+
+def test_init_node_may_not_use_a_main_holder(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "case.yaml").write_text(
+        "node: {type: X}\nholders: {h: {}}\non_init:\n  nodes: [{name: n, type: T, inputs: [h]}]\n"
+        "  returns: [{as: v, from: m}]\nlower_result: {outputs: [{shape: v, address: v}]}\nrequests: []\n")
+    assert main(["runtime", "placement", "case.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert "case.yaml:4:11: error: unknown init node 'h'" in err
+    assert "case.yaml:5:27: error: unknown init node 'm'" in err and "expected init nodes: n" in err

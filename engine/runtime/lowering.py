@@ -98,6 +98,9 @@ class Builder:
             self.frame = saved
 
     def init_return(self, value: str) -> str:
+        """Note [one Init output per value]: an init value returned twice is one Init output (GE's
+        ResultGet_HostToHbmOnInit_Const finds the copied result's shape at the index the lowered
+        shape already had)."""
         if self.graph_of(value) == "main":
             return value
         k = self.init_index.get(value)

@@ -45,9 +45,11 @@ class Runner:
         dispatch = {name: getattr(self, "op_" + name) for name in _op_names()}
         with_state = self.state_mode == "all"
         append = steps.append
+        track = world.timeline is not None
         for i, op in enumerate(self.ops):
             (name, body), = op.items()
-            world.step = i
+            if track:
+                world.step = i
             events = world.events = []
             try:
                 step = {"op": name, "ok": True, "result": dispatch[name](body), "events": events}
@@ -106,7 +108,10 @@ class Runner:
     op_alloc_tensor = op_malloc_tensor_data
 
     def op_free(self, b):
-        self._block(b).free(b["stream"])
+        block = self.blocks[b["block"]]
+        if block is None:
+            raise GeFailure(self.st["undefined"], f"block '{b['block']}' is null")
+        block.free(b["stream"])
 
     def op_new_access(self, b):
         self._block(b).new_access(b["src"], b["dst"], self.st)
@@ -118,7 +123,15 @@ class Runner:
         self._block(b).sync_all_local(b["dst"], self.st)
 
     def op_get_clear_local_recycle(self, b):
-        return [x.name for x in self._alloc(b["allocator"]).local_blocks(b.get("dst"), b.get("take"))]
+        dst = b.get("dst")
+        if dst is not None:
+            self._bit(dst)
+        return [x.name for x in self._alloc(b["allocator"]).local_blocks(dst, b.get("take"))]
+
+    def _bit(self, stream: int) -> None:
+        """ToBit(stream) is a shift of a uint64: undefined outside 0..63."""
+        if not 0 <= stream < self.rules.stream_bits:
+            raise GeFailure(self.st["undefined"], f"ToBit({stream}) shifts outside uint64")
 
     def op_get_and_clear_borrow(self, b):
         return [x.name for x in self._alloc(b["allocator"]).borrow.get_and_clear(b["dst"])]
@@ -235,7 +248,10 @@ class Runner:
         return self._mif(b, (b["maintained"],)).is_any_set(b["maintained"])
 
     def op_to_all_bit(self, b):
-        return bits_of(to_all_bit(b["stream_num"], b["stream"]))
+        bits = self.rules.stream_bits
+        if not (0 <= b["stream_num"] <= bits and 0 <= b["stream"] < bits):
+            raise GeFailure(self.st["undefined"], f"ToAllBit({b['stream_num']}, {b['stream']}) shifts outside uint64")
+        return bits_of(to_all_bit(b["stream_num"], b["stream"]) & ((1 << bits) - 1))
 
     # -- events ------------------------------------------------------------------------
     def op_create_events(self, b):
@@ -253,6 +269,7 @@ class Runner:
         caller walks the list and fails at the first bad id)."""
         table = self.event_table
         rt = b.get("rt_events", len(table))
+        rt = len(rt) if isinstance(rt, list) else rt
         if len(table) > rt:
             raise GeFailure(self.st["failed"], f"rt events ({rt}) not enough, at least {len(table)}")
         return table
@@ -275,6 +292,7 @@ class Runner:
         log = self.world.events
         for eid in b["ids"]:
             ev = self._event(table, eid)
+            self._bit(ev.dst)
             for block in alloc.local_blocks(ev.dst, None):
                 ev.free_by_src.append((block, block.version))
             ev.return_birth.extend(alloc.borrow.get_and_clear(ev.dst))

@@ -282,12 +282,13 @@ class Allocator:
     def free(self, block: Block) -> None:
         s = self.stream
         need_recycle = False
-        if block.counts[s] > 0:
-            block.counts[s] -= 1
-            if block.counts[s] == 0:
+        counts, rows = block.counts, block.mif.rows
+        if counts[s] > 0:
+            counts[s] -= 1
+            if counts[s] == 0:
                 need_recycle = True
-                block.mif.clear(s, s)
-        if not block.mif.is_any_set(s):
+                rows[s] &= ~(1 << s)
+        if not rows[s]:
             if block.birth is self:
                 self.birth_recycle(block)
             else:

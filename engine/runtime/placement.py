@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.core.errors import Collector, InputError, Loc, Problem, did_you_mean, display_path
+from engine.core.errors import Collector, Loc, did_you_mean, display_path
 from engine.core.schema import Reader
 from engine.core.yamlloc import load_yaml
 from engine.runtime.lowering import BuildFailure, Builder
@@ -293,8 +293,10 @@ def run_case(case: Case, rules) -> dict:
         local: dict[str, str] = {}
         for n in case.init_nodes:
             refs = b.node(n["type"], [_ref(x, local) for x in n.get("inputs", [])], outputs=n.get("outputs", 1),
-                          name=n["name"])
+                          name=n["name"], attrs=n.get("attrs"))
             local[n["name"]] = refs[0]
+            for c in n.get("ctrl_inputs", []):
+                b.depend(_ref(c, local), refs[0])
         return [_ref(r["from"], local) for r in case.init_returns]
     if case.init_nodes or case.init_returns:
         for r, ref in zip(case.init_returns, b.on_init(init_nodes)):
@@ -362,7 +364,11 @@ def load_case(path: str, rules) -> Case:
     streams = gd.get("streams", int)
     init_streams = gd.get("init_streams", int)
     model_num = gd.get("model_stream_num", int)
-    if gd.get("root_model", bool, False):      # Note [root model]: GlobalDataFaker's stream set-up
+    # Note [root model]: GE's tests build a GlobalDataFaker(root_model) for the cases whose copies
+    # need device allocators; what it sets up that matters here is one main stream, one init
+    # stream and the model's stream count (kGlobalDataModelStreamNum, which CreateL2Allocators
+    # reads). `root_model: true` means those three, each unless given.
+    if gd.get("root_model", (bool, dict, str), False):
         streams = 1 if streams is None else streams
         init_streams = 1 if init_streams is None else init_streams
         model_num = streams if model_num is None else model_num
@@ -371,7 +377,8 @@ def load_case(path: str, rules) -> Case:
     node_type = str(nd.get("type", str, "node", required=True))
     node_name = str(nd.get("name", str, node_type))
     dtype = str(nd.get("dtype", str, "float"))
-    node_outputs = nd.get("outputs", int, None)
+    node_outputs = nd.get("outputs", (int, list), None)      # a count, or one entry per output
+    node_outputs = len(node_outputs) if isinstance(node_outputs, list) else node_outputs
     node_stream = nd.get("stream", int, 0)
     refed = nd.get("refed_by_ref", bool, False)
     nd.done()
@@ -384,12 +391,19 @@ def load_case(path: str, rules) -> Case:
         hr.get("devmem", bool, False)
         hr.done()
     oi = Reader(top.get("on_init", dict, {}), "on_init", errors, top.loc)
-    init_nodes = [_init_node(n, errors, oi.loc) for n in (oi.get("nodes", list, []) or [])]
+    init_nodes, made = [], set()
+    for n in oi.get("nodes", list, []) or []:
+        node = _init_node(n, errors, oi.loc)
+        for ref in node["inputs"] + node["ctrl_inputs"]:
+            _check_name(ref, made, errors, getattr(n, "loc", oi.loc), "init node")
+        made.add(node["name"])
+        init_nodes.append(node)
     init_returns = []
     for r in oi.get("returns", list, []) or []:
         rr = Reader(r, "on_init return", errors, getattr(r, "loc", oi.loc))
         init_returns.append({"as": str(rr.get("as", str, "", required=True)),
                              "from": str(rr.get("from", str, "", required=True))})
+        _check_name(init_returns[-1]["from"], made, errors, rr.value_loc("from"), "init node")
         rr.done()
     oi.done()
     known = set(holders) | {r["as"] for r in init_returns}
@@ -437,11 +451,13 @@ def _item_loc(lst, i: int, fallback: Loc) -> Loc:
     return locs[i] if locs and i < len(locs) else fallback
 
 
-def _check_name(name, known: set, errors: Collector, loc: Loc) -> None:
+def _check_name(name, known: set, errors: Collector, loc: Loc, what: str = "holder") -> None:
     base = str(name).rpartition(":")[0] if ":" in str(name) else str(name)
     if not isinstance(name, str) or base not in known:
-        errors.error(getattr(name, "loc", loc), f"unknown holder '{name}'",
-                     did_you_mean(str(name), known, "holders") if known else "declare it under holders: or on_init.returns")
+        hint = (did_you_mean(str(name), known, what + "s") if known else
+                "declare it under holders: or on_init.returns" if what == "holder" else
+                "an init node may only use the init nodes listed before it")
+        errors.error(getattr(name, "loc", loc), f"unknown {what} '{name}'", hint)
 
 
 def _placement(name, rules, errors: Collector, loc: Loc) -> int:
@@ -457,6 +473,9 @@ def _placement(name, rules, errors: Collector, loc: Loc) -> int:
 def _init_node(n, errors: Collector, fallback: Loc) -> dict:
     r = Reader(n, "on_init node", errors, getattr(n, "loc", fallback))
     out = {"name": str(r.get("name", str, "", required=True)), "type": str(r.get("type", str, "", required=True)),
-           "inputs": [str(x) for x in (r.get("inputs", list, []) or [])], "outputs": r.get("outputs", int, 1)}
+           "inputs": [str(x) for x in (r.get("inputs", list, []) or [])], "outputs": r.get("outputs", int, 1),
+           "ctrl_inputs": [str(x) for x in (r.get("ctrl_inputs", list, []) or [])],
+           "attrs": r.get("attrs", dict, {}) or {}}
+    r.get("subgraphs", list, [])
     r.done()
     return out

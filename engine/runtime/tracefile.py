@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.core.errors import Collector, InputError, Loc, Problem, did_you_mean, display_path
+from engine.core.errors import InputError, Loc, Problem, did_you_mean, display_path
 from engine.core.yamlloc import YList, YMap, load_yaml
 
 # field kinds: int, stream (an allocator index), bool, str, ints, block/tensor/mem/mif (a defined
@@ -45,9 +45,9 @@ OPS: dict[str, dict[str, str]] = {
     "to_all_bit": {"stream_num": _I, "stream": _I},
     "create_events": {"infos": "pairs"},
     "define_events": "events",
-    "send_events": {"allocator": _S, "ids": "ints", "rt_events": "opt:int"},
-    "wait_events": {"allocator": _S, "ids": "ints", "rt_events": "opt:int"},
-    "last_wait_events": {"ids": "ints", "rt_events": "opt:int"},
+    "send_events": {"allocator": _S, "ids": "ints", "rt_events": "opt:count"},
+    "wait_events": {"allocator": _S, "ids": "ints", "rt_events": "opt:count"},
+    "last_wait_events": {"ids": "ints", "rt_events": "opt:count"},
     "access_cross_stream": {"tensor": "tensor", "dst_stream": _I, "as": "new:tensor"},
     "free_tensor": {"tensor": "tensor"},
 }
@@ -279,6 +279,10 @@ def _check_op(op, i, streams, names, err, later) -> None:
         elif code == _INTS:
             if not isinstance(v, list) or not all(type(x) is int for x in v):
                 err((p + (key,), f"{name}: '{key}' must be a list of whole numbers", f"write {key}: [0, 1]"))
+        elif code == _COUNT:
+            if not (type(v) is int and v >= 0) and not isinstance(v, list):
+                err((p + (key,), f"{name}: '{key}' must be a count or a list of rt event handles, got {_kind(v)}",
+                     f"write {key}: 3"))
         elif not _pairs(v):
             err((p + (key,), f"{name}: '{key}' must be a list of [src, dst] pairs", "write infos: [[0, 1], [1, 0]]"))
     if new is not None:
@@ -293,7 +297,8 @@ def _pairs(v) -> bool:
 
 _MISSING = object()
 _INT, _STREAM, _STR, _INTS, _PAIRS, _NEW, _REF = range(7)
-_CODES = {"int": _INT, "stream": _STREAM, "str": _STR, "ints": _INTS, "pairs": _PAIRS}
+_COUNT = 7
+_CODES = {"int": _INT, "stream": _STREAM, "str": _STR, "ints": _INTS, "pairs": _PAIRS, "count": _COUNT}
 
 
 def _compile(spec: dict) -> tuple:

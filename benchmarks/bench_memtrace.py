@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from engine.runtime.memtrace import simulate  # noqa: E402
-from engine.runtime.rtrules import default_rules  # noqa: E402
+from engine.pack.runtime_memory import default_rules  # noqa: E402
 from engine.runtime.tracefile import load_trace  # noqa: E402
 
 STREAMS = 4

@@ -37,17 +37,13 @@ def _rules(folder: str | None):
     """The runtime-memory rules of the pack the command uses (pack discovery as every command
     does); an overlay without its own file reads its base's."""
     from engine.cli.common import pack_dir
-    from engine.core.resources import default_pack_dir
-    from engine.pack.overlay import base_chain
-    from engine.runtime.rtrules import FILE_NAME, default_rules, load_rules
+    from engine.passes.catalog import load_pack
     found = pack_dir(folder)
-    if found.resolve() == default_pack_dir().resolve():
-        return default_rules()
-    path = next((p / FILE_NAME for p in base_chain(found) if (p / FILE_NAME).is_file()), None)
-    if path is None:
-        raise InputError(Problem(Loc(str(found)), f"the pack has no {FILE_NAME}",
-                                 f"copy rules/ge/{FILE_NAME} into it, or give it base: ../ge"))
-    return load_rules(path)
+    rules = load_pack(found).configs.get("runtime_memory")
+    if rules is None:
+        raise InputError(Problem(Loc(str(found)), "the pack has no runtime_memory section",
+                                 "include rules/ge/runtime-memory.yaml's section in it, or give it base: ../ge"))
+    return rules
 
 
 def _dump(obj) -> bytes:

@@ -179,3 +179,14 @@ def _guard_rules(value: Any, pack: Pack, errors: Collector, fallback: Loc) -> tu
 
 
 register_section("runtime", load)
+
+
+def load_memory(value: Any, pack: Pack, errors: Collector):
+    """The `runtime_memory:` section (rules/ge/runtime-memory.yaml): the memtrace and placement
+    knowledge, read by engine/pack/runtime_memory.py."""
+    from engine.pack.runtime_memory import read_section
+    loc = pack.section_locs.get("runtime_memory", Loc(str(pack.path)))
+    return read_section(value, errors, loc, loc.file)
+
+
+register_section("runtime_memory", load_memory)

@@ -98,6 +98,22 @@ class ALGORITHMS_SHOW:
             lines.append(f"    {r.id:<24} when {r.when}  =>  {r.guarder or 'no guarder'}")
         return lines
 
+    @staticmethod
+    def runtime_memory(cfg) -> list[str]:
+        lines = ["runtime memory (memtrace, placement):",
+                 "  placements: " + ", ".join(f"{p.name} {p.ge}={p.value}" for p in cfg.placements.values()),
+                 f"  shared, not wandered, on: {', '.join(sorted(cfg.host_not_following))}",
+                 f"  allocator: {cfg.default_max_streams} streams before ReInit, pool segment {cfg.pool_segment}, "
+                 f"{cfg.stream_bits}-bit stream sets",
+                 "  statuses: " + ", ".join(f"{k} {v}" for k, v in cfg.statuses.items()),
+                 "  copy table (from → to: copy):"]
+        for (src, dst), (kind, _) in cfg.copy_table.items():
+            lines.append(f"    {src:<10} → {dst:<10} {kind}")
+        if cfg.registry:
+            lines.append("  registry: " + ", ".join(f"{t} {k}" for t, k in cfg.registry.items()))
+        lines.append("  node types: " + ", ".join(f"{k} {v}" for k, v in cfg.nodes.items()))
+        return lines
+
 
 def show_pipeline(pack: Pack, options: dict[str, str]) -> str:
     from engine.passes.context import RunContext

@@ -2,4 +2,4 @@
 `memconflict runtime` and `run --runtime` model — If/Case lowering, event stages, io-reuse
 checks, the multi-stream allocator simulator and placement copies. What GE names and decides
 is in the pack: its `runtime:` section (engine/passes/runtime_section.py, rules/ge/runtime.yaml)
-and rules/ge/runtime-memory.yaml (engine/runtime/rtrules.py)."""
+and rules/ge/runtime-memory.yaml (engine/pack/runtime_memory.py)."""

@@ -1,6 +1,8 @@
-"""The runtime-memory rules (rules/ge/runtime-memory.yaml): placements, allocator constants,
-GE statuses and the placement copy table with the node types it creates, read strictly
-(`file:line:col` errors, exit 2)."""
+"""The runtime-memory rules (the pack's `runtime_memory:` section, rules/ge/runtime-memory.yaml):
+placements, allocator constants, GE statuses and the placement copy table with the node types
+it creates, read strictly (`file:line:col` errors, exit 2). The pack loads the section like any
+other (engine/passes/runtime_section.py registers it), so `rules check` checks it, `rules show`
+prints it, overlays edit it and `diff` compares it; `load_rules` reads one file alone."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -47,14 +49,21 @@ class RuntimeRules:
 
 
 def load_rules(path: str | Path | None = None) -> RuntimeRules:
-    """Read and check the runtime-memory rules; InputError lists every problem."""
+    """Read and check one runtime-memory file alone; InputError lists every problem."""
     path = Path(path) if path is not None else default_pack_dir() / FILE_NAME
     doc = load_yaml(path)
     errors = Collector()
     top = Reader(doc, FILE_NAME, errors, Loc(str(path), 1, 1))
     body = top.get("runtime_memory", dict, {}, required=True)
     top.done()
-    r = Reader(body, "runtime_memory", errors, top.loc)
+    rules = read_section(body, errors, top.loc, str(path))
+    errors.check()
+    return rules
+
+
+def read_section(body, errors: Collector, fallback: Loc, file: str) -> RuntimeRules:
+    """The `runtime_memory:` section's value, checked; problems go to `errors`."""
+    r = Reader(body, "runtime_memory", errors, fallback)
     placements = _placements(r.get("placements", dict, {}, required=True), errors, r.loc)
     hnf = r.get("host_not_following", list, [], required=True)
     for i, name in enumerate(hnf):
@@ -85,9 +94,8 @@ def load_rules(path: str | Path | None = None) -> RuntimeRules:
     ur.done()
     pl.done()
     r.done()
-    errors.check()
     return RuntimeRules(placements, frozenset(map(str, hnf)), max_streams, segment, bits, statuses, table,
-                        {str(k): str(v) for k, v in reg.items()}, nodes, string_dtype, sync_key, usages, str(path))
+                        {str(k): str(v) for k, v in reg.items()}, nodes, string_dtype, sync_key, usages, file)
 
 
 @lru_cache(maxsize=4)

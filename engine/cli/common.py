@@ -52,8 +52,9 @@ def pack_dir(value, option: str = "--rules"):
     return find_pack(value, option)[0]
 
 
-def run_graph(args, progress):
-    """Load the pack and the graph, run the passes; returns (ctx, graph stats before)."""
+def run_graph(args, progress, prepare=None):
+    """Load the pack and the graph, run the passes; returns (ctx, graph stats before).
+    `prepare(ctx)` runs after loading, before the first pass (e.g. to set a why-not probe)."""
     from engine.passes.context import RunContext
     from engine.passes.catalog import load_pack
     from engine.report.model import graph_stats
@@ -78,6 +79,8 @@ def run_graph(args, progress):
     ctx = RunContext(pack, model, file_options)
     check_graph(ctx)
     before = graph_stats(model)
+    if prepare is not None:
+        prepare(ctx)
     for k, spec in enumerate(passes, 1):   # one at a time, for the progress line
         progress.stage(f"pass {k}/{len(passes)} {spec.id}", lambda: len(ctx.insertions))
         run_passes(ctx, [spec])

@@ -22,6 +22,9 @@ def add_commands(sub) -> None:
     r.add_argument("--report-json", metavar="R.json")
     r.add_argument("--report-html", metavar="R.html")
     r.add_argument("--quiet", action="store_true", help="print nothing on success")
+    r.add_argument("--near-misses", action="store_true",
+                   help="record the decisions that came closest to an isolation and add them to the JSON/HTML "
+                        "report (`near_misses`)")
     r.add_argument("--fail-on", action="append", metavar="CODE|insertions|warnings",
                    help="exit 3 when the run has such findings: a diagnostic code (W18888), any inserted "
                         "node, or any warning; outputs are still written (repeatable)")
@@ -29,7 +32,11 @@ def add_commands(sub) -> None:
 
     e = sub.add_parser("explain", help="run the passes and explain why one node was inserted")
     e.add_argument("graph", help="GE dump (.txt/.pbtxt text, .pb binary) or YAML graph")
-    e.add_argument("node", help="name of an inserted node")
+    e.add_argument("node", nargs="?", help="name of an inserted node")
+    e.add_argument("--why-not", nargs="+", metavar="ANCHOR",
+                   help="explain why no node was inserted: an edge SRC:O->DST:I (or SRC:O DST:I), two anchors "
+                        "of one symbol (NODE:out:I NODE:in:J, or GE keys NODE_out_I NODE_in_J), or a node")
+    e.add_argument("--json", action="store_true", help="with --why-not: print the answer as JSON")
     e.add_argument("--passes", help="comma-separated pass ids, run in this order (default: the pack's pipeline)")
     e.add_argument("--option", action="append", metavar="KEY=VALUE", help="GE option (repeatable)")
     e.add_argument("--rules", metavar="DIR", help=RULES_HELP)
@@ -60,9 +67,17 @@ def cmd_run(args) -> int:
     files.claim("--out", args.out)
     files.claim("--report-json", args.report_json)
     files.claim("--report-html", args.report_html)
+    probe = None
+    if args.near_misses:
+        from engine.passes.probe import Probe
+        probe = Probe(near=True)
+
+    def prepare(ctx):
+        ctx.probe = probe
+
     with Progress(sys.stderr, enabled=not args.quiet) as progress:
         try:
-            ctx, before = run_graph(args, progress)
+            ctx, before = run_graph(args, progress, prepare)
         except PassFailure as exc:
             sys.stderr.write(f"memconflict: {exc}\n")
             return 1
@@ -72,6 +87,10 @@ def cmd_run(args) -> int:
             data = serialize_model(ctx.model)
             outputs.append((args.out, data if is_binary_path(args.out) else model_to_text(data)))
         report = build_report(ctx, display_path(args.graph), before)
+        if probe is not None:
+            from engine.report.whynot import near_miss_section, near_misses
+            report["near_misses"] = near_misses(ctx, probe)
+            report["sections"].append(near_miss_section(report["near_misses"]))
         if args.report_json:
             outputs.append((args.report_json, report_json(report)))
         if args.report_html:
@@ -123,6 +142,11 @@ def cmd_explain(args) -> int:
     from engine.report.model import explain_insertion, not_inserted
     from engine.report.text import Progress
 
+    if args.why_not:
+        return _why_not(args)
+    if args.node is None:
+        raise InputError(Problem(Loc("explain"), "give the name of an inserted node, or --why-not ANCHOR [ANCHOR]",
+                                 "e.g. memconflict explain g.pbtxt a_Identity0, or --why-not a:0 b:1"))
     with Progress(sys.stderr, enabled=True) as progress:
         ctx, _ = run_graph(args, progress)
     found = [i for i in ctx.insertions if i.name == args.node]
@@ -131,6 +155,31 @@ def cmd_explain(args) -> int:
     for k, ins in enumerate(found):
         card, rules = explain_insertion(ctx, ins)
         print(("\n" if k else "") + render_card(card, rules))
+    return 0
+
+
+def _why_not(args) -> int:
+    """`explain GRAPH --why-not ANCHOR [ANCHOR]`: what each pass decided about it."""
+    import json
+
+    from engine.report.text import Progress
+    from engine.report.whynot import answer, render, subject
+
+    if args.node is not None:
+        raise InputError(Problem(Loc("explain"), "give NODE or --why-not, not both",
+                                 "NODE explains an inserted node; --why-not one that was not inserted"))
+    asked = {}
+
+    def prepare(ctx):
+        probe, about = subject(ctx.model, args.why_not)
+        ctx.probe = probe
+        asked["probe"], asked["about"] = probe, about
+
+    with Progress(sys.stderr, enabled=not args.json) as progress:
+        ctx, _ = run_graph(args, progress, prepare)
+    ids = [p.strip() for p in args.passes.split(",") if p.strip()] if args.passes is not None else None
+    ans = answer(ctx, asked["probe"], asked["about"], ids)
+    print(json.dumps(ans, indent=1, ensure_ascii=False) if args.json else render(ans))
     return 0
 
 

@@ -95,6 +95,7 @@ class RunContext:
     var_session: Any = None             # the run's variable session (VarSession): one VarManager a run
     atomic_state: dict = field(default_factory=dict)    # AtomicAddrClean: per-graph clean state
     rewrite_cache: dict = field(default_factory=dict)   # rewrite rule sets compiled for this run
+    probe: Any = None                   # the why-not probe (engine/passes/probe.py), None: record nothing
     _symbol_builder: Any = None
 
     def symbol_builder(self):

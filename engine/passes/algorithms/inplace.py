@@ -82,6 +82,7 @@ class InplacePass:
         self.p = {k: comp.function(e, PREDICATES[k]) for k, e in cfg.predicates.items()}
         layout_cfg = ctx.pack.configs.get(cfg.layout_section)
         self.lp = LayoutPass(ctx, layout_cfg, spec)
+        self.lp.probe = None       # its merged-symbol checks are not the layout pass deciding
 
     def candidates(self, node) -> list[tuple[int, int]]:
         v = node_attr(node, self.cfg.ability_attr)

@@ -28,6 +28,7 @@ from engine.core.attrs import node_attr
 from engine.pack.rulelist import check_rules, compile_rules
 from engine.core.schema import Reader, str_list
 from engine.core.surgery import successors
+from engine.passes.probe import NO_CONFLICT, NOT_LOOKED, Step
 
 ROLES = ("read_only", "writable", "ignore", "invalid")
 SEVERITIES = ("warning", "error", "info")
@@ -162,6 +163,8 @@ class GraphLint:
         self.rw: dict[Node, list[str]] = {}                       # node → type per input
         self.set_by: dict[tuple[Node, int], tuple[InAnchor, Node]] = {}   # parent input → inner input, source
         self.reach: dict[Graph, _Reach] = {}
+        self.partners: dict[Graph, dict] = {}
+        self.graph_rank: dict[Graph, int] = {}
         self.originals: dict[str, _Original] = {}       # one view per original type
 
     def fail(self, message: str, node: Node | None = None) -> PassFailure:
@@ -172,11 +175,77 @@ class GraphLint:
         found = next(self.conflicts(root), None)
         if found is not None:
             self.report(*found)
+        if self.ctx.probe is not None:
+            self.why_not(found)
+
+    # ---- why not (only with a probe: engine/passes/probe.py) ------------------------------
+    def why_not(self, found) -> None:
+        """For each shared output the probe asks about: the consumers' types and, for
+        each writer/other pair, the path that orders them — or that GE stopped earlier."""
+        probe = self.ctx.probe
+        stop = None if found is None else (self.graph_rank[found[0]], self.pos[found[1].node], found[1].idx)
+        data_reach: dict = {}
+        for g in self.graph_rank:
+            for node in self.orders[g]:
+                for o in node.outs:
+                    if not probe.near and not any(probe.wants_pair(o, p) or probe.wants(p) for p in o.peers) \
+                            and not probe.wants(o):
+                        continue
+                    self._why_not_output(g, o, stop, found, data_reach)
+
+    def _why_not_output(self, g, o, stop, found, data_reach) -> None:
+        probe = self.ctx.probe
+        about = f"consumers of {o.node.name}:{o.idx}"
+        if len(o.peers) < 2:
+            if not probe.near:
+                probe.look(self.spec.id, g, about, NO_CONFLICT, "not-shared",
+                           [Step("consumers", str(len(o.peers)), None, (("checked from", 2),))], 0)
+            return
+        if stop is not None and (self.graph_rank[g], self.pos[o.node], o.idx) > stop:
+            if not probe.near:
+                probe.look(self.spec.id, g, about, NOT_LOOKED, "stopped-earlier",
+                           [Step("GE stops at the first conflict", f"reported at {found[1].node.name}:{found[1].idx}")], 0)
+            return
+        steps = []
+        writers, others = [], []
+        for p in o.peers:
+            t = self.type_of(p)
+            text, rule = self.why(p)
+            steps.append(Step(f"type of {p.node.name}:{p.idx}", t, rule if isinstance(rule, Cite) else None,
+                              () if isinstance(rule, Cite) else (("because", text),)))
+            (writers if t == self.W else others if t == self.RO else []).append(p)
+        if not writers:
+            if not probe.near:
+                probe.look(self.spec.id, g, about, NO_CONFLICT, "no-writer", steps + [
+                    Step("a writer among the consumers", "none: readers alone never conflict")], -1)
+            return
+        reach = self.reach.get(g) or self.build_reach(g)
+        for k, w in enumerate(writers):
+            for other in [x for x in writers[k + 1:] if x.node is not w.node] + others:
+                if not (probe.wants_pair(w, other) or probe.wants_pair(o, w) or probe.wants_pair(o, other)
+                        or probe.wants(w) or probe.wants(other) or probe.wants(o)):
+                    continue
+                if not reach.connected(w.node, other.node):
+                    continue        # the W18888 itself (reported, or after the first one)
+                by_data = self._data_connected(g, w.node, other.node, data_reach)
+                how = "a path of data edges" if by_data else "a path that needs a control edge"
+                pair = steps + [Step(f"{w.node.name} and {other.node.name} ordered", f"yes, by {how}", None,
+                                     (("control edges count", self.cfg.control_edges),))]
+                probe.look(self.spec.id, g, f"{w.node.name}:{w.idx} × {other.node.name}:{other.idx} "
+                           f"(consumers of {o.node.name}:{o.idx})", NO_CONFLICT, "ordered", pair, -1,
+                           close=not by_data)
+
+    def _data_connected(self, g, a, b, cache) -> bool:
+        """Whether data edges alone order a and b (the asked pairs of a graph: one more set of sweeps)."""
+        if g not in cache:
+            cache[g] = _Reach(self.orders[g], self.pos, self.partners[g], False)
+        return cache[g].connected(a, b)
 
     def conflicts(self, root: Graph):
         """Every shared output with a conflict, in GE's order: (graph, output, writer, other, kind)."""
         graphs: list[Graph] = []
         self.sort(root, graphs)
+        self.graph_rank = {g: k for k, g in enumerate(graphs)}
         self.mark(root)
         for g in graphs:
             for node in self.orders[g]:
@@ -337,6 +406,7 @@ class GraphLint:
                     partners.setdefault(w, set()).update(writers, readers)
                 for r in readers:
                     partners.setdefault(r, set()).update(writers)
+        self.partners[g] = partners
         self.reach[g] = _Reach(self.orders[g], self.pos, partners, self.cfg.control_edges)
         return self.reach[g]
 

@@ -100,6 +100,7 @@ class Probe:
 
     anchors: frozenset = frozenset()
     pairs: frozenset = frozenset()          # frozensets of two anchors
+    pair_list: tuple = ()                   # the same pairs as (x, y), in the order given (for output order)
     nodes: frozenset = frozenset()
     near: bool = False
     limit: int = 1000

@@ -92,7 +92,7 @@ def subject(model, specs: list[str]) -> tuple[Probe, dict]:
     edge = x.is_out and not y.is_out and y.peer is x
     kind = "edge" if edge else "pair"
     text = f"{ref(x)} -> {ref(y)}" if edge else f"{x.key} × {y.key}"
-    return (Probe(anchors=frozenset((x, y)), pairs=frozenset((frozenset((x, y)),))),
+    return (Probe(anchors=frozenset((x, y)), pairs=frozenset((frozenset((x, y)),)), pair_list=((x, y),)),
             {"kind": kind, "text": text, "graph": x.node.graph.name, "anchors": [x, y]})
 
 
@@ -124,7 +124,7 @@ def answer(ctx, probe: Probe, about: dict, ids: list[str] | None) -> dict:
     from engine.passes.manager import gate_verdicts
 
     by_pass: dict[str, list[Look]] = {}
-    for look in probe.looks:
+    for look in dict.fromkeys(probe.looks):         # a pass scheduled twice may look twice alike
         by_pass.setdefault(look.pass_id, []).append(look)
     ran = list(dict.fromkeys(r.pass_id for r in ctx.pass_runs))
     rows = []
@@ -185,17 +185,24 @@ def render(ans: dict) -> str:
     rules = ans["rules"]
     plain: dict[tuple[str, str], list[str]] = {}      # uncited not-run / not-looked rows, one line per reason
     for row in ans["passes"]:
-        if row["outcome"] in (NOT_RUN, NOT_LOOKED) and not row.get("loc"):
+        if row["outcome"] in (NOT_RUN, NOT_LOOKED) and not row.get("loc") and not row["looks"]:
             plain.setdefault((row["outcome"], row["why"]), [])
             if row["pass"] not in plain[(row["outcome"], row["why"])]:
                 plain[(row["outcome"], row["why"])].append(row["pass"])
             continue
         head = f"  {row['pass']}: {row['outcome']}"
-        if row["outcome"] in (NOT_RUN, NOT_LOOKED):
+        if not row["looks"]:
             cite = f"  ({row['rule'] + ', ' if row.get('rule') else ''}{row['loc']})" if row.get("loc") else ""
             lines.append(f"{head} — {row['why']}{cite}")
             if row.get("loc"):
                 lines += _quote(rules.get(row["loc"]), "      ")
+            continue
+        if all(l["outcome"] == NOT_LOOKED for l in row["looks"]):      # one line: where it did not look, why
+            parts = []
+            for l in row["looks"]:
+                first = l["steps"][0] if l["steps"] else {}
+                parts.append(f"{l['about']}: {l['kind']}" + (f" ({first['loc']})" if first.get("loc") else ""))
+            lines.append(f"{head} — " + "; ".join(dict.fromkeys(parts)))
             continue
         lines.append(head)
         for look in row["looks"]:

@@ -582,8 +582,8 @@ class LayoutPass:
                            steps, k if steps else None)
         if probe.near:
             return
-        for pair in probe.pairs:
-            x, y = tuple(pair)
+        for x, y in probe.pair_list:
+            pair = frozenset((x, y))
             in_x, in_y = x in self.table.of, y in self.table.of
             if not (in_x and in_y):
                 continue

@@ -370,7 +370,7 @@ class _Compiled:
             env = [graph, node, anchor]
             for _, f in lets:
                 env.append(f(*env))
-            if probe is not None and (probe.wants(anchor) if anchor is not None else probe.wants_node(node)):
+            if probe is not None and rules and (probe.wants(anchor) if anchor is not None else probe.wants_node(node)):
                 if self._traced(graph, node, anchor, step, env, rules):
                     return
                 continue

@@ -22,6 +22,9 @@ def add_commands(sub) -> None:
     r.add_argument("--report-json", metavar="R.json")
     r.add_argument("--report-html", metavar="R.html")
     r.add_argument("--quiet", action="store_true", help="print nothing on success")
+    r.add_argument("--budget", action="append", metavar="N|PASS=N",
+                   help="analysis budget in work units for every budgeted pass, or one (repeatable); when it runs "
+                        "out the pass falls back to GE's conservative answer and the report says where")
     r.add_argument("--near-misses", action="store_true",
                    help="record the decisions that came closest to an isolation and add them to the JSON/HTML "
                         "report (`near_misses`)")
@@ -73,7 +76,9 @@ def cmd_run(args) -> int:
         probe = Probe(near=True)
 
     def prepare(ctx):
+        from engine.passes.budget import parse_budgets
         ctx.probe = probe
+        ctx.budgets = parse_budgets(args.budget, ctx.pack)
 
     with Progress(sys.stderr, enabled=not args.quiet) as progress:
         try:
@@ -87,6 +92,10 @@ def cmd_run(args) -> int:
             data = serialize_model(ctx.model)
             outputs.append((args.out, data if is_binary_path(args.out) else model_to_text(data)))
         report = build_report(ctx, display_path(args.graph), before)
+        if ctx.budgets:
+            from engine.report.whynot import budget_report, budget_section
+            report["budgets"] = budget_report(ctx)
+            report["sections"].append(budget_section(report["budgets"]))
         if probe is not None:
             from engine.report.whynot import near_miss_section, near_misses
             report["near_misses"] = near_misses(ctx, probe)
@@ -99,6 +108,9 @@ def cmd_run(args) -> int:
         files.write(outputs)
     if not args.quiet:
         print(summary_text(ctx, display_path(args.graph)), file=files.text_stream())
+        for ev in ctx.budget_events:
+            print(f"  budget: {ev.pass_id} on {ev.graph}: {ev.budget} of {ev.needed} {ev.unit.split(' (')[0]}: "
+                  f"{ev.where}; {ev.instead}", file=files.text_stream())
     held = gated_findings(ctx, gates)
     if held:
         sys.stderr.write(f"memconflict: --fail-on: {'; '.join(held)}\n")

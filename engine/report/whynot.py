@@ -251,3 +251,23 @@ def near_miss_section(data: dict) -> dict:
     return {"id": "near-misses", "title": title, "kind": "table",
             "data": {"columns": ["pass", "where", "kind", "decided by", "rule"], "numeric": [], "rows": rows}}
 
+
+
+# ---- budgets ---------------------------------------------------------------------------------
+def budget_report(ctx) -> dict:
+    """The `budgets` member of the JSON report: the budgets given, and each that ran out."""
+    decls = ctx.pack.configs.get("analysis_budgets") or {}
+    return {"given": {pid: {"units": n, "unit": decls[pid].unit, "fallback": decls[pid].fallback,
+                            "rule_loc": str(decls[pid].cite.loc)} for pid, n in sorted(ctx.budgets.items())},
+            "exhausted": [e.to_json() for e in ctx.budget_events],
+            "rules": rule_texts(ctx, [decls[pid].cite for pid in sorted(ctx.budgets)])}
+
+
+def budget_section(data: dict) -> dict:
+    rows = [[e["pass"], e["graph"], f"{e['budget']} of {e['needed']}", e["where"], e["instead"]]
+            for e in data["exhausted"]]
+    rows += [[pid, "", f"{g['units']} (not exhausted)", "", ""] for pid, g in data["given"].items()
+             if not any(e["pass"] == pid for e in data["exhausted"])]
+    return {"id": "budgets", "title": f"Analysis budgets ({len(data['exhausted'])} exhausted)", "kind": "table",
+            "data": {"columns": ["pass", "graph", "units spent of needed", "where", "what it did instead"],
+                     "numeric": [], "rows": rows}}

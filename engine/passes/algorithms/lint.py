@@ -29,6 +29,7 @@ from engine.pack.rulelist import check_rules, compile_rules
 from engine.core.schema import Reader, str_list
 from engine.core.surgery import successors
 from engine.passes.probe import NO_CONFLICT, NOT_LOOKED, Step
+from engine.passes.budget import BudgetEvent, budget_for
 
 ROLES = ("read_only", "writable", "ignore", "invalid")
 SEVERITIES = ("warning", "error", "info")
@@ -407,23 +408,34 @@ class GraphLint:
                 for r in readers:
                     partners.setdefault(r, set()).update(writers)
         self.partners[g] = partners
-        self.reach[g] = _Reach(self.orders[g], self.pos, partners, self.cfg.control_edges)
-        return self.reach[g]
+        bound = budget_for(self.ctx, self.spec.id)
+        reach = _Reach(self.orders[g], self.pos, partners, self.cfg.control_edges, bound[0] if bound else None)
+        if reach.unverified:
+            n, decl = bound
+            self.ctx.budget_events.append(BudgetEvent(
+                self.spec.id, g.name, decl.unit, n, reach.needed,
+                f"{len(reach.unverified)} writer/reader pair(s) of graph '{g.name}' not swept",
+                "treated as unordered: a W18888 for the first of them (GE's answer when no path is known)", decl.cite))
+        self.reach[g] = reach
+        return reach
 
     # ---- the diagnostic ---------------------------------------------------------------
     def report(self, g: Graph, o: OutAnchor, w: InAnchor, other: InAnchor, kind: str) -> None:
         roles = ["writer", "writer" if kind == "write" else "reader"]
         whys = [self.why(w), self.why(other)]
         shared = f"{o.node.name}:{o.idx}"
+        unverified = self.reach[g].is_unverified(w.node, other.node)
         message = (f"write node '{w.node.name}' ({_port(w)}: {whys[0][0]}) and "
                    f"{'other write' if kind == 'write' else 'read'} node '{other.node.name}' "
                    f"({_port(other)}: {whys[1][0]}) both consume '{shared}' in graph '{g.name}' with no control "
                    f"relation between them, so they may run in either order (precision problem); "
-                   f"order them with a control edge")
+                   f"order them with a control edge"
+                   + ("; not verified: the analysis budget ran out (--budget)" if unverified else ""))
         self.ctx.diagnostics.append(Diagnostic(self.cfg.code, self.cfg.severity, message, self.spec.id, {
             "graph": g.name, "anchor": shared, "nodes": [w.node.name, other.node.name], "roles": roles,
             "inputs": [f"{w.node.name}:{w.idx}", f"{other.node.name}:{other.idx}"],
-            "types": [self.type_of(w), self.type_of(other)], "rules": [_rule_name(c) for _, c in whys]},
+            "types": [self.type_of(w), self.type_of(other)], "rules": [_rule_name(c) for _, c in whys],
+            **({"budget": "unverified"} if unverified else {})},
             tuple(dict.fromkeys(c for _, c in whys if isinstance(c, Cite)))))
 
     def why(self, a: InAnchor) -> tuple[str, Cite | str]:
@@ -461,13 +473,25 @@ class _Reach:
     rows of its later partners. What is kept is the set of connected (earlier, later) pairs.
     """
 
-    def __init__(self, order: list[Node], pos: dict[Node, int], partners: dict[Node, set], control: bool):
+    def __init__(self, order: list[Node], pos: dict[Node, int], partners: dict[Node, set], control: bool,
+                 budget: int | None = None):
+        """`budget`: node visits the sweeps may spend (None: unbounded); the pairs of the
+        chunks it cannot pay for are `unverified` and count as not connected."""
         self.linked: set[tuple[Node, Node]] = set()
+        self.unverified: set[tuple[Node, Node]] = set()
+        self.needed = 0
         later = {a: [b for b in bs if pos[b] > pos[a]] for a, bs in partners.items()}
         sources = sorted((a for a, bs in later.items() if bs), key=pos.__getitem__)
+        spent = 0
         for start in range(0, len(sources), CHUNK):
             chunk = sources[start:start + CHUNK]
             last = max(pos[b] for a in chunk for b in later[a])
+            cost = last + 1 - pos[chunk[0]]
+            self.needed += cost
+            if budget is not None and spent + cost > budget:
+                self.unverified.update((a, b) for a in chunk for b in later[a])
+                continue
+            spent += cost
             rows = _sweep(order[pos[chunk[0]]:last + 1], {a: 1 << i for i, a in enumerate(chunk)}, control)
             for i, a in enumerate(chunk):
                 self.linked.update((a, b) for b in later[a] if rows.get(b, 0) >> i & 1)
@@ -475,6 +499,9 @@ class _Reach:
     def connected(self, a: Node, b: Node) -> bool:
         """GE IsConnected in either direction; a node is connected to itself."""
         return a is b or (a, b) in self.linked or (b, a) in self.linked
+
+    def is_unverified(self, a: Node, b: Node) -> bool:
+        return bool(self.unverified) and ((a, b) in self.unverified or (b, a) in self.unverified)
 
 
 def _sweep(nodes: list[Node], own: dict[Node, int], control: bool) -> dict[Node, int]:

@@ -214,3 +214,57 @@ def test_near_misses_are_opt_in_and_deterministic(tmp_path, capsys):
     assert any(s["id"] == "near-misses" for s in report["sections"])
     plain_report = json.loads(plain.read_text())
     assert plain_report["insertions"] == report["insertions"]
+
+
+def _decisions(path: Path, probe):
+    """A fixture's passes run with `probe` (or none): what they decided, and the probe."""
+    from engine.core.errors import PassFailure
+    from engine.core.yamlgraph import load_yaml_graph
+    from engine.core.yamlloc import load_yaml
+    from engine.passes.context import RunContext
+    from engine.passes.manager import check_graph, resolve_passes, run_passes
+    from harness import shared_pack
+
+    pack = shared_pack()
+    model, options = load_yaml_graph(path, pack)
+    expect = load_yaml(path).get("expect") or {}
+    if expect.get("given_desc") or expect.get("offsets"):
+        return None
+    ctx = RunContext(pack, model, options)
+    check_graph(ctx)
+    if probe == "all":
+        from engine.passes.probe import Probe
+        probe = Probe(nodes=frozenset(model.all_nodes()))
+    ctx.probe = probe
+    try:
+        run_passes(ctx, resolve_passes(pack, list(expect.get("passes") or []), options))
+        failed = None
+    except PassFailure as exc:
+        failed = str(exc)
+    return ([i.to_json() for i in ctx.insertions], [r.to_json() for r in ctx.removals],
+            [d.to_json() for d in ctx.diagnostics], failed), probe
+
+
+def test_recording_changes_no_decision_on_any_fixture():
+    """Every fixture, with a probe asking about every node (and every other one in near-miss mode): the same
+    insertions, removals, diagnostics and failures as without one; every look cites real text."""
+    from engine.passes.probe import Probe
+    from engine.report.explain import RuleTexts
+
+    texts = RuleTexts(PACK)
+    looked = set()
+    for k, path in enumerate(sorted(CASES.rglob("*.yaml"))):
+        base = _decisions(path, None)
+        if base is None:
+            continue
+        for probe in ("all",) if k % 2 else ("all", Probe(near=True)):      # near misses on every other one
+            got, p = _decisions(path, probe)
+            assert got == base[0], f"{path}: the probe changed a decision"
+            for look in p.looks:
+                looked.add(look.pass_id)
+                assert -1 <= look.decisive < len(look.steps), (path, look)
+                for s in look.steps:
+                    if s.cite is not None:
+                        assert texts.get(s.cite) is not None, (path, s)
+    assert {"mem_rw_conflict", "mem_layout_conflict", "graph_lint", "hccl_memcpy", "subgraph",
+            "mem_inplace", "memcpy_addr_async"} <= looked

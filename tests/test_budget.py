@@ -44,3 +44,25 @@ def test_bad_budgets(tmp_path, capsys):
                       ("graph_lint=0", "bad budget 'graph_lint=0'"), ("many", "bad budget 'many'")):
         assert main(["run", str(ORDERED), "--passes", "graph_lint", "--budget", bad, "--quiet"]) == 2
         assert text in capsys.readouterr().err
+
+
+def test_layout_budget_falls_back_to_isolation(tmp_path):
+    graph = ROOT / "examples" / "train_step.pbtxt"
+
+    def layout(*extra):
+        rj = tmp_path / "l.json"
+        assert main(["run", str(graph), "--passes", "mem_layout_conflict", "--report-json", str(rj), "--quiet",
+                     *extra]) == 0
+        return json.loads(rj.read_text())
+
+    plain = layout()
+    assert layout("--budget", "mem_layout_conflict=100000")["insertions"] == plain["insertions"]
+    short = layout("--budget", "mem_layout_conflict=10")
+    (ev,) = short["budgets"]["exhausted"]
+    assert ev["pass"] == "mem_layout_conflict" and ev["budget"] == 10 and ev["needed"] > 10
+    fallback = [i for i in short["insertions"] if i["reason"].get("budget") == 10]
+    assert fallback and all(i["rule"] == "layout/absolute" and i["consumers"] for i in fallback)
+    assert all(i["reason"]["budget_loc"].startswith("rules/ge/budgets.yaml:") for i in fallback)
+    # every input the full analysis isolated is still isolated (conservative: more, never fewer)
+    full = {c for i in plain["insertions"] for c in i["consumers"]}
+    assert full <= {c for i in short["insertions"] for c in i["consumers"]}

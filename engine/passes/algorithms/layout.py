@@ -39,6 +39,7 @@ from engine.core.yamlloc import item_span, span_of
 from engine.passes.surgery_hooks import surgery_hooks
 from engine.passes.symbols import SymbolTable, symbol_builder
 from engine.passes.probe import ISOLATED, NO_CONFLICT, NOT_LOOKED, Step, expr_cite
+from engine.passes.budget import BudgetEvent, budget_for
 
 CHECK_VARS = ("a", "b", "symbol", "graph")
 MARK_VARS = ("node", "anchor", "graph")
@@ -342,6 +343,7 @@ class LayoutPass:
         self.f_fixup = fn(cfg.netoutput_fixup, ("node",)) if cfg.netoutput_fixup is not None else (lambda n: False)
         self.hooks = surgery_hooks(ctx)
         self.probe = ctx.probe          # why-not probe (engine/passes/probe.py); None on normal runs
+        self.allowance: int | None = None   # pair checks left under --budget (None: unbounded)
 
     # ---- primitives ------------------------------------------------------------------
     def _same_symbol(self, x, y) -> bool:
@@ -411,14 +413,30 @@ class LayoutPass:
             self.mark_node(node, g)
         probe = self.probe
         asked = self._asked_symbols() if probe is not None and not probe.near else None
+        bound = budget_for(self.ctx, self.spec.id)
+        self.allowance = bound[0] if bound is not None else None
+        spent_out: list = []           # (symbol, anchors isolated by the fallback, pairs it stood for)
         for name in self.table.names():
             anchors = list(self.table.anchors.get(name, []))
             trace = [] if probe is not None and (asked is None or name in asked) else None
-            found = self.find_conflicts(anchors, trace)
+            found = self.find_conflicts(anchors, trace) if not spent_out else {}
+            if self.allowance is not None and self.allowance < 0:
+                self.allowance = 0
+                spent_out.append((name, *self._fallback(anchors, found, bound)))
+            elif spent_out:
+                spent_out.append((name, *self._fallback(anchors, found, bound)))
             if trace is not None:
                 self._why_not_symbol(name, anchors, found, trace)
             if found:
                 self.solve(found, name, anchors)
+        if spent_out:
+            n, decl = bound
+            isolated = sum(k for _, k, _ in spent_out)
+            self.ctx.budget_events.append(BudgetEvent(
+                self.spec.id, g.name, decl.unit, n, n + sum(p for _, _, p in spent_out),
+                f"from symbol {spent_out[0][0]} on ({len(spent_out)} symbol(s)) the pairs were not checked",
+                f"{isolated} input(s) of those symbols in an attribute pair that could conflict were isolated "
+                "as absolute conflicts (an Identity before each)", decl.cite))
 
     def mark_node(self, node: Node, g: Graph) -> None:
         for anchors, marks, default in ((node.ins, self.f_in_marks, self.cfg.input_default),
@@ -476,6 +494,10 @@ class LayoutPass:
         visit: dict = {}
         cfg = self.cfg
         for i, j in self._pairs(anchors):
+            if self.allowance is not None:
+                self.allowance -= 1
+                if self.allowance < 0:
+                    return result          # out of budget: process() falls back for this symbol on
             a, b = anchors[i], anchors[j]
             steps = [] if trace is not None and self.probe.wants_pair(a, b) else None
             if self.f_skip_pair(a, b, anchors, self.graph):
@@ -533,6 +555,39 @@ class LayoutPass:
         return Step(f"{ta} × {tb} ({how}): checker {name}({a.key}, {b.key})",
                     "[" + ", ".join(keys) + "]" if keys else "[] (no conflict)",
                     self.cfg.checkers[name].cite, (("pair entry", pair),))
+
+    # ---- budget (only with --budget: engine/passes/budget.py) -------------------------------
+    def _fallback(self, anchors: list, found: dict, bound) -> tuple[int, int]:
+        """GE's conservative answer for a symbol the budget could not pay for: every input
+        whose attributes could conflict with another anchor's is isolated, as an absolute
+        conflict (the absolute checker's side). Linear in the symbol: attribute tuples are
+        grouped first. Returns (inputs selected, pairs they stand for)."""
+        buckets: dict[tuple, list] = {}
+        for a in anchors:
+            buckets.setdefault(tuple(self.marks.get(a, ())), []).append(a)
+        keys = list(buckets)
+        hot, pairs = set(), 0
+        for i, ka in enumerate(keys):
+            for kb in keys[i:]:
+                same = ka == kb
+                if (same and len(buckets[ka]) < 2) or not (self._active(ka, kb) or self._active(kb, ka)):
+                    continue
+                pairs += len(buckets[ka]) * (len(buckets[ka]) - 1) // 2 if same else len(buckets[ka]) * len(buckets[kb])
+                hot.update((ka, kb))
+        n, decl = bound
+        chosen = 0
+        for k in keys:
+            if k not in hot:
+                continue
+            for x in buckets[k]:
+                if x.is_out or x in found:
+                    continue
+                found[x] = {"why": f"the analysis budget ({n} {decl.unit}) ran out before this symbol's pairs were "
+                                   f"checked; GE's conservative answer isolates the input", "checker": self.cfg.absolute_checker,
+                            "checker_loc": self.cfg.checkers[self.cfg.absolute_checker].cite, "budget": n,
+                            "budget_loc": decl.cite, "b_marks": list(k)}
+                chosen += 1
+        return chosen, pairs
 
     # ---- why not (only with a probe) -------------------------------------------------------
     def _asked_symbols(self) -> set:

@@ -268,3 +268,16 @@ def test_recording_changes_no_decision_on_any_fixture():
                         assert texts.get(s.cite) is not None, (path, s)
     assert {"mem_rw_conflict", "mem_layout_conflict", "graph_lint", "hccl_memcpy", "subgraph",
             "mem_inplace", "memcpy_addr_async"} <= looked
+
+
+def test_memcpy_addr_async_no_rule_held(tmp_path, capsys):
+    """A Relu feeding the root NetOutput: none of MemcpyAddrAsyncPass's root-output rules holds."""
+    g = tmp_path / "g.yaml"
+    g.write_text("graphs:\n  root:\n    nodes: {data: Data, relu: Relu, out: NetOutput}\n"
+                 "    edges: [data -> relu, relu -> out]\n")
+    ans = why_not(capsys, g, "relu:0", "out:0", passes="memcpy_addr_async")
+    _, ls = looks(ans, "memcpy_addr_async")
+    (edge,) = [x for x in ls if x["about"].startswith("out:0 (input")]
+    assert edge["kind"] == "no-rule" and edge["decisive"] == -1 and edge["steps"]
+    assert {s["result"] for s in edge["steps"]} == {"does not hold"}
+    assert all(s["loc"].startswith("rules/ge/memcpy.yaml:") for s in edge["steps"])

@@ -281,3 +281,18 @@ def test_memcpy_addr_async_no_rule_held(tmp_path, capsys):
     assert edge["kind"] == "no-rule" and edge["decisive"] == -1 and edge["steps"]
     assert {s["result"] for s in edge["steps"]} == {"does not hold"}
     assert all(s["loc"].startswith("rules/ge/memcpy.yaml:") for s in edge["steps"])
+
+
+def test_node_names_with_slashes_and_subgraph_prefix(tmp_path, capsys):
+    g = tmp_path / "g.yaml"
+    g.write_text("graphs:\n  root:\n    nodes:\n      layer_1/w: Const\n      layer_1/relu: Relu\n"
+                 "      if: {type: If, inputs: 1, outputs: 0, subgraphs: [then_b]}\n"
+                 "    edges: [layer_1/w -> layer_1/relu, layer_1/w -> if]\n"
+                 "  then_b:\n    nodes:\n      d: {type: Data, attrs: {_parent_node_index: 0}}\n"
+                 "      r: Relu\n    edges: [d -> r]\n")
+    ans = why_not(capsys, g, "layer_1/w:0", "layer_1/relu:0", passes="mem_rw_conflict")
+    assert ans["subject"]["text"] == "layer_1/w:0 -> layer_1/relu:0"
+    _, (look,) = looks(ans, "mem_rw_conflict")
+    assert decisive(look)["result"] == "do_nothing"
+    ans = why_not(capsys, g, "then_b/r", passes="mem_rw_conflict")
+    assert ans["subject"] == {"kind": "node", "text": "r", "graph": "then_b"}

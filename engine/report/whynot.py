@@ -28,14 +28,19 @@ _COLON = re.compile(r"^(?P<node>.+?)(?::(?P<side>in|out))?:(?P<idx>\d+)$")
 
 # ---- the subject --------------------------------------------------------------------------
 def _find_node(model, name: str):
-    graph_name, _, node_name = name.rpartition("/")
-    graphs = [model.graphs[graph_name]] if graph_name and graph_name in model.graphs else model.graph_order
-    if graph_name and graph_name not in model.graphs:
-        return None
-    for g in graphs:
-        n = g.find(node_name)
+    """The node called `name` (first graph in model order), else `GRAPH/NODE` of that graph
+    (node names often hold slashes themselves, so the whole name is tried first)."""
+    for g in model.graph_order:
+        n = g.find(name)
         if n is not None:
             return n
+    graph_name, _, node_name = name.partition("/")
+    while node_name:
+        g = model.graphs.get(graph_name)
+        if g is not None and g.find(node_name) is not None:
+            return g.find(node_name)
+        head, _, node_name = node_name.partition("/")
+        graph_name = f"{graph_name}/{head}"
     return None
 
 
@@ -57,12 +62,12 @@ def _anchor(model, text: str, default_side: str):
             n = _find_node(model, text)
             if n is None:
                 raise InputError(Problem(WHERE, f"no node '{text}' in the graph",
-                                         did_you_mean(text.rpartition("/")[2], _all_names(model), "nodes")))
+                                         did_you_mean(text, _all_names(model), "nodes")))
             return None, n
     n = _find_node(model, node)
     if n is None:
         raise InputError(Problem(WHERE, f"no node '{node}' in the graph",
-                                 did_you_mean(node.rpartition("/")[2], _all_names(model), "nodes")))
+                                 did_you_mean(node, _all_names(model), "nodes")))
     ports = n.outs if side == "out" else n.ins
     if not 0 <= idx < len(ports):
         raise InputError(Problem(WHERE, f"'{n.name}' has no {side}put {idx}",

@@ -296,3 +296,14 @@ def test_node_names_with_slashes_and_subgraph_prefix(tmp_path, capsys):
     assert decisive(look)["result"] == "do_nothing"
     ans = why_not(capsys, g, "then_b/r", passes="mem_rw_conflict")
     assert ans["subject"] == {"kind": "node", "text": "r", "graph": "then_b"}
+
+
+def test_layout_target_graph_gate(tmp_path, capsys):
+    """An unknown-shape root graph is not a layout target: the pass never looks (target_graph)."""
+    g = tmp_path / "g.yaml"
+    g.write_text("graphs:\n  root:\n    attrs: {_graph_unknown_flag: true}\n"
+                 "    nodes: {data: Data, out: NetOutput}\n    edges: [data -> out]\n")
+    ans = why_not(capsys, g, "data", passes="mem_layout_conflict")
+    row, (look,) = looks(ans, "mem_layout_conflict")
+    assert row["outcome"] == "not looked at" and look["kind"] == "gate"
+    assert decisive(look)["loc"].startswith(at("layout.yaml", "target_graph: static_graph(graph)") + ":")

@@ -601,17 +601,12 @@ class LayoutPass:
         """A subject in a graph the pass does not process: the `target_graph` gate."""
         probe = self.probe
         nodes = set(probe.nodes) | {a.node for a in probe.anchors}
-        covered = set()
-        for t in targets:
-            covered.add(t)
+        covered = set(targets)
         for n in sorted(nodes, key=lambda n: n.name):
-            g, inside = n.graph, False
-            while g is not None:
-                if g in covered:
-                    inside = True
-                    break
+            g = n.graph
+            while g is not None and g not in covered:        # a target's nested subgraphs are processed with it
                 g = g.parent_graph
-            if not inside:
+            if g is None:
                 step = Step(f"target_graph({n.graph.name})", "false: the graph is not processed",
                             expr_cite(self.cfg.target_graph, "layout/target_graph"))
                 probe.look(self.spec.id, n.graph, n.name, NOT_LOOKED, "gate", [step], 0)

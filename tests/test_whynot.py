@@ -307,3 +307,17 @@ def test_layout_target_graph_gate(tmp_path, capsys):
     row, (look,) = looks(ans, "mem_layout_conflict")
     assert row["outcome"] == "not looked at" and look["kind"] == "gate"
     assert decisive(look)["loc"].startswith(at("layout.yaml", "target_graph: static_graph(graph)") + ":")
+
+
+def test_graph_lint_edge_asks_only_its_consumer(tmp_path, capsys):
+    """var:0 -> assign:0 of three consumers: only the pairs with assign:0 are answered."""
+    case = CASES / "lint" / "own-writer-writer-ordered.yaml"
+    g = tmp_path / "g.yaml"
+    g.write_text(case.read_text().replace("      NetOutput: {type: NetOutput, inputs: 2, outputs: 0}\n",
+                                          "      NetOutput: {type: NetOutput, inputs: 2, outputs: 0}\n"
+                                          "      relu: {type: Relu, inputs: 1, outputs: 1}\n")
+                 .replace("      - assign1 ~> assign\n", "      - assign1 ~> assign\n      - var:0 -> relu:0\n"
+                          "      - assign1 ~> relu\n"))
+    ans = why_not(capsys, g, "var:0", "relu:0", passes="graph_lint")
+    _, ls = looks(ans, "graph_lint")
+    assert ls and all("relu:0" in x["about"] for x in ls)

@@ -223,8 +223,7 @@ class GraphLint:
         reach = self.reach.get(g) or self.build_reach(g)
         for k, w in enumerate(writers):
             for other in [x for x in writers[k + 1:] if x.node is not w.node] + others:
-                if not (probe.wants_pair(w, other) or probe.wants_pair(o, w) or probe.wants_pair(o, other)
-                        or probe.wants(w) or probe.wants(other) or probe.wants(o)):
+                if not self._asks(probe, o, w, other):
                     continue
                 if not reach.connected(w.node, other.node):
                     continue        # the W18888 itself (reported, or after the first one)
@@ -235,6 +234,16 @@ class GraphLint:
                 probe.look(self.spec.id, g, f"{w.node.name}:{w.idx} × {other.node.name}:{other.idx} "
                            f"(consumers of {o.node.name}:{o.idx})", NO_CONFLICT, "ordered", pair, -1,
                            close=not by_data)
+
+    @staticmethod
+    def _asks(probe, o, w, other) -> bool:
+        """Is the consumer pair (w, other) of o part of the subject? An edge o -> I asks about
+        the pairs with I; two inputs about their pair; a node or one anchor about every pair it is in."""
+        if probe.near:
+            return True
+        if probe.pairs:
+            return probe.wants_pair(w, other) or (o in probe.anchors and (w in probe.anchors or other in probe.anchors))
+        return probe.wants(w) or probe.wants(other) or probe.wants(o)
 
     def _data_connected(self, g, a, b, cache) -> bool:
         """Whether data edges alone order a and b (the asked pairs of a graph: one more set of sweeps)."""

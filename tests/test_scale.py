@@ -142,7 +142,7 @@ def _lint(model, budget=None):
     init = lint._Reach.__init__
 
     def with_budget(self, *args):
-        init(self, *args, budget=budget)
+        init(self, *args, search=budget)
 
     lint._Reach.__init__ = with_budget
     try:
@@ -193,7 +193,7 @@ def _counted_reach_work(model, budget=None) -> int:
                 count.n += 1
                 return member.__get__(self, Node)
             mp.setattr(Node, slot, property(get, member.__set__))
-        mp.setattr(lint._Reach, "__init__", lambda self, *args: init(self, *args, budget=budget))
+        mp.setattr(lint._Reach, "__init__", lambda self, *args: init(self, *args, search=budget))
         gl.reach.pop(root, None)
         gl.build_reach(root)
     return count.n

@@ -52,9 +52,10 @@ def pack_dir(value, option: str = "--rules"):
     return find_pack(value, option)[0]
 
 
-def run_graph(args, progress, setup=None, pack=None):
+def run_graph(args, progress, setup=None, pack=None, prepare=None):
     """Load the pack (unless given) and the graph, run the passes; returns (ctx, graph stats before).
-    `setup(ctx)`, when given, runs before the passes (run --var-state opens its session there)."""
+    `setup(ctx)`, when given, runs before the passes (run --var-state opens its session there);
+    `prepare(ctx)` runs after it, just before the first pass (e.g. to set a why-not probe)."""
     from engine.passes.context import RunContext
     from engine.passes.catalog import load_pack
     from engine.report.model import graph_stats
@@ -83,6 +84,8 @@ def run_graph(args, progress, setup=None, pack=None):
     if setup is not None:
         setup(ctx)
     before = graph_stats(model)
+    if prepare is not None:
+        prepare(ctx)
     for k, spec in enumerate(passes, 1):   # one at a time, for the progress line
         progress.stage(f"pass {k}/{len(passes)} {spec.id}", lambda: len(ctx.insertions))
         run_passes(ctx, [spec])

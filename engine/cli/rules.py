@@ -22,6 +22,14 @@ def add_commands(sub) -> None:
     rf.add_argument("pack", nargs="?")
     rf.set_defaults(func=cmd_rules_functions)
 
+    ra = rsub.add_parser("audit", help="check the pack's op registry against GE's op IR (REG_OP definitions)")
+    ra.add_argument("pack", nargs="?")
+    ra.add_argument("--op-ir", required=True, metavar="SOURCE",
+                    help="torch-npu's auto_generated_ge_raw_ops.py (read as text) or a folder of REG_OP headers")
+    ra.add_argument("--json", metavar="F", help="write the findings as JSON ('-': standard output)")
+    ra.add_argument("--fail-on", choices=["findings"], help="exit 3 when a finding is not an accepted exception")
+    ra.set_defaults(func=cmd_rules_audit)
+
     pl = sub.add_parser("pipeline", help="print the resolved pass order with stages and gates")
     pl.add_argument("pack", nargs="?")
     pl.add_argument("--option", action="append", metavar="KEY=VALUE")
@@ -37,6 +45,28 @@ def cmd_rules_check(args) -> int:
           f"({len(pack.classes)} op classes, {len(pack.ops)} ops, {len(pack.passes)} passes, "
           f"{len(pack.rule_ids)} rules)" + (f"; import tables {', '.join(tables)}" if tables else ""))
     return 0
+
+
+def cmd_rules_audit(args) -> int:
+    import json
+    import sys
+
+    from engine.cli.outputs import Outputs
+    from engine.pack.opir import read_op_ir
+    from engine.passes.catalog import load_pack
+    from engine.passes.opaudit import audit, render
+
+    files = Outputs()
+    files.claim("--json", args.json)
+    pack = load_pack(pack_dir(args.pack, "PACK"))
+    result = audit(pack, read_op_ir(args.op_ir))
+    if args.json:
+        files.write([(args.json, (json.dumps(result.to_json(), indent=1, ensure_ascii=False) + "\n").encode())])
+    if args.json != "-":
+        print(render(result))
+    else:
+        sys.stderr.write(render(result).splitlines()[-1] + "\n")
+    return 3 if args.fail_on and result.findings else 0
 
 
 INIT_OVERLAY = """\

@@ -38,6 +38,12 @@ def add_commands(sub) -> None:
                         "written back after the run with the graph's variables placed")
     r.add_argument("--session", type=int, default=0, metavar="ID",
                    help="the session of --var-state the graph is compiled in (default 0)")
+    r.add_argument("--budget", action="append", metavar="N|PASS=N",
+                   help="analysis budget in work units for every budgeted pass, or one (repeatable); when it runs "
+                        "out the pass falls back to GE's conservative answer and the report says where")
+    r.add_argument("--near-misses", action="store_true",
+                   help="record the decisions that came closest to an isolation and add them to the JSON/HTML "
+                        "report (`near_misses`)")
     r.add_argument("--fail-on", action="append", metavar="CODE|insertions|warnings",
                    help="exit 3 when the run has such findings: a diagnostic code (W18888), any inserted "
                         "node, or any warning; outputs are still written (repeatable)")
@@ -56,12 +62,17 @@ def add_commands(sub) -> None:
     findings.add_arguments(r)
     r.set_defaults(func=cmd_run)
 
-    e = sub.add_parser("explain", help="explain why one node was inserted (running the passes, or from a saved report)",
-                       usage="memconflict explain GRAPH NODE [options] | memconflict explain --report R.json NODE")
+    e = sub.add_parser("explain", help="explain why one node was inserted (running the passes, or from a saved report), "
+                       "or why none was", usage="memconflict explain GRAPH NODE [options] | memconflict explain --report R.json NODE | "
+                       "memconflict explain GRAPH --why-not ANCHOR [ANCHOR] [--json]")
     e.add_argument("graph", nargs="?", help=GRAPH_HELP)
     e.add_argument("node", nargs="?", help="name of an inserted node")
     e.add_argument("--report", metavar="R.json",
                    help="answer from this saved `run --report-json` report instead of running the passes")
+    e.add_argument("--why-not", nargs="+", metavar="ANCHOR",
+                   help="explain why no node was inserted: an edge SRC:O->DST:I (or SRC:O DST:I), two anchors "
+                        "of one symbol (NODE:out:I NODE:in:J, or GE keys NODE_out_I NODE_in_J), or a node")
+    e.add_argument("--json", action="store_true", help="with --why-not: print the answer as JSON")
     e.add_argument("--passes", help="comma-separated pass ids, run in this order (default: the pack's pipeline)")
     e.add_argument("--option", action="append", metavar="KEY=VALUE", help="GE option (repeatable)")
     e.add_argument("--rules", metavar="DIR", help=RULES_HELP)
@@ -108,9 +119,19 @@ def cmd_run(args) -> int:
     files.claim("--var-state", args.var_state)
     var = _VarState(args) if args.var_state else None
     findings.claim(files, args)
+    probe = None
+    if args.near_misses:
+        from engine.passes.probe import Probe
+        probe = Probe(near=True)
+
+    def prepare(ctx):
+        from engine.passes.budget import parse_budgets
+        ctx.probe = probe
+        ctx.budgets = parse_budgets(args.budget, ctx.pack)
+
     with Progress(sys.stderr, enabled=not args.quiet) as progress:
         try:
-            ctx, before = run_graph(args, progress, var.setup if var else None)
+            ctx, before = run_graph(args, progress, var.setup if var else None, prepare=prepare)
             if var:
                 progress.stage("placing variables")
                 var.finish(ctx)
@@ -127,6 +148,14 @@ def cmd_run(args) -> int:
             outputs.append((args.out, data if is_binary_path(args.out) else model_to_text(data)))
         report = build_report(ctx, display_path(args.graph), before)
         runtime = runtime_section(args, ctx, report)
+        if ctx.budgets:
+            from engine.report.whynot import budget_report, budget_section
+            report["budgets"] = budget_report(ctx)
+            report["sections"].append(budget_section(report["budgets"]))
+        if probe is not None:
+            from engine.report.whynot import near_miss_section, near_misses
+            report["near_misses"] = near_misses(ctx, probe)
+            report["sections"].append(near_miss_section(report["near_misses"]))
         if args.report_json:
             outputs.append((args.report_json, report_json(report)))
         if args.report_html:
@@ -139,6 +168,9 @@ def cmd_run(args) -> int:
         if runtime is not None:
             from engine.runtime.report import runtime_lines
             print("\n".join(runtime_lines(runtime)), file=files.text_stream())
+        for ev in ctx.budget_events:
+            print(f"  budget: {ev.pass_id} on {ev.graph}: {ev.budget} of {ev.needed} {ev.unit.split(' (')[0]}: "
+                  f"{ev.where}; {ev.instead}", file=files.text_stream())
     held = gated_findings(ctx, gates)
     if held:
         sys.stderr.write(f"memconflict: --fail-on: {'; '.join(held)}\n")
@@ -174,17 +206,17 @@ def cmd_explain(args) -> int:
     from engine.report.model import explain_insertion, not_inserted
     from engine.report.text import Progress
 
-    given = [a for a in (args.graph, args.node) if a is not None]
-    if args.report is not None:
-        if len(given) != 1 or args.passes is not None or args.option:
-            raise InputError(Problem(Loc("--report"), "with --report give only the NODE (the report records the run)",
-                                     "memconflict explain --report R.json NODE"))
-        from engine.report.saved import explain_saved, read_report
-        print(explain_saved(read_report(args.report), given[0], args.report))
-        return 0
-    if len(given) != 2:
-        raise InputError(Problem(Loc("explain"), "give the GRAPH and the NODE (or --report R.json NODE)",
-                                 "memconflict explain GRAPH NODE"))
+    e = sub.add_parser("explain", help="explain why one node was inserted (running the passes, or from a saved report), "
+                       "or why none was", usage="memconflict explain GRAPH NODE [options] | memconflict explain --report R.json NODE | "
+                       "memconflict explain GRAPH --why-not ANCHOR [ANCHOR] [--json]")
+    e.add_argument("graph", nargs="?", help=GRAPH_HELP)
+    e.add_argument("node", nargs="?", help="name of an inserted node")
+    e.add_argument("--report", metavar="R.json",
+                   help="answer from this saved `run --report-json` report instead of running the passes")
+    e.add_argument("--why-not", nargs="+", metavar="ANCHOR",
+                   help="explain why no node was inserted: an edge SRC:O->DST:I (or SRC:O DST:I), two anchors "
+                        "of one symbol (NODE:out:I NODE:in:J, or GE keys NODE_out_I NODE_in_J), or a node")
+    e.add_argument("--json", action="store_true", help="with --why-not: print the answer as JSON")
     with Progress(sys.stderr, enabled=True) as progress:
         ctx, _ = run_graph(args, progress)
     for kind, text in getattr(ctx.model, "notes", ()):
@@ -195,6 +227,31 @@ def cmd_explain(args) -> int:
     for k, ins in enumerate(found):
         card, rules = explain_insertion(ctx, ins)
         print(("\n" if k else "") + render_card(card, rules))
+    return 0
+
+
+def _why_not(args) -> int:
+    """`explain GRAPH --why-not ANCHOR [ANCHOR]`: what each pass decided about it."""
+    import json
+
+    from engine.report.text import Progress
+    from engine.report.whynot import answer, render, subject
+
+    if args.node is not None:
+        raise InputError(Problem(Loc("explain"), "give NODE or --why-not, not both",
+                                 "NODE explains an inserted node; --why-not one that was not inserted"))
+    asked = {}
+
+    def prepare(ctx):
+        probe, about = subject(ctx.model, args.why_not)
+        ctx.probe = probe
+        asked["probe"], asked["about"] = probe, about
+
+    with Progress(sys.stderr, enabled=not args.json) as progress:
+        ctx, _ = run_graph(args, progress, prepare)
+    ids = [p.strip() for p in args.passes.split(",") if p.strip()] if args.passes is not None else None
+    ans = answer(ctx, asked["probe"], asked["about"], ids)
+    print(json.dumps(ans, indent=1, ensure_ascii=False) if args.json else render(ans))
     return 0
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from engine.pack import loader
 from engine.pack.model import Pack
 from engine.passes import algorithms  # noqa: F401  (importing it registers every algorithm)
+from engine.passes import budget, opaudit  # noqa: F401  (register the analysis_budgets and op_ir_audit sections)
 from engine.passes.registry import ALGORITHMS, FAMILIES, SECTIONS, Registry
 
 REGISTRY = Registry(ALGORITHMS, SECTIONS, FAMILIES)

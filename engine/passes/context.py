@@ -97,6 +97,9 @@ class RunContext:
     atomic_state: dict = field(default_factory=dict)    # AtomicAddrClean: per-graph clean state
     rewrite_cache: dict = field(default_factory=dict)   # rewrite rule sets compiled for this run
     seen: dict = field(default_factory=dict)            # insertion index → its neighbourhood as the pass left it
+    probe: Any = None                   # the why-not probe (engine/passes/probe.py), None: record nothing
+    budgets: dict = field(default_factory=dict)         # `--budget`: pass id → work units (engine/passes/budget.py)
+    budget_events: list = field(default_factory=list)   # budgets that ran out (BudgetEvent)
     _symbol_builder: Any = None
 
     def symbol_builder(self):

@@ -39,6 +39,17 @@ def resolve_passes(pack: Pack, ids: list[str] | None, options: dict[str, str]) -
     return out
 
 
+def gate_verdicts(pack: Pack, options: dict[str, str], ids: list[str] | None):
+    """The pipeline steps that do not run, as (pass id, why, Cite of the gate or None)."""
+    from engine.passes.probe import expr_cite
+    if ids is not None:
+        return [(s.pass_id, "not in --passes", None) for s in pack.pipeline if s.pass_id not in ids]
+    ctx = RunContext(pack, Model(None), options)
+    comp = Compiler(pack.scope((), functions=bound_functions(ctx)), Collector())
+    return [(s.pass_id, f"its gate `{s.gate}` is false with these options", expr_cite(s.gate, f"pipeline[{s.pass_id}].gate"))
+            for s in pack.pipeline if s.gate is not None and not comp.function(s.gate, ())()]
+
+
 def check_graph(ctx: RunContext) -> None:
     """Reject graphs GE could not have produced: data/control cycles outside loops."""
     pack = ctx.pack

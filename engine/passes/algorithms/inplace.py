@@ -27,6 +27,7 @@ from engine.core.schema import Reader
 from engine.passes.symbols import SymbolTable
 from engine.passes.algorithms.ctrl_conflict import CtrlNodeConflict
 from engine.passes.algorithms.layout import LayoutPass
+from engine.passes.probe import ISOLATED, NO_CONFLICT, Step, expr_cite
 
 PREDICATES = {"read_only_source": ("node",), "consumer_blocks": ("node",), "no_inplace_node": ("node",),
               "excluded_output": ("anchor",)}
@@ -82,6 +83,7 @@ class InplacePass:
         self.p = {k: comp.function(e, PREDICATES[k]) for k, e in cfg.predicates.items()}
         layout_cfg = ctx.pack.configs.get(cfg.layout_section)
         self.lp = LayoutPass(ctx, layout_cfg, spec)
+        self.lp.probe = None       # its merged-symbol checks are not the layout pass deciding
 
     def candidates(self, node) -> list[tuple[int, int]]:
         v = node_attr(node, self.cfg.ability_attr)
@@ -114,7 +116,10 @@ class InplacePass:
         read_only = {table.of[o] for n in model.all_nodes(graph) if self.p["read_only_source"](n)
                      for o in n.outs if o in table.of}
         chosen: list[tuple[InAnchor, OutAnchor]] = []
+        probe = self.ctx.probe
         for node in model.all_nodes(graph):
+            if probe is not None and not probe.near and probe.wants_node(node):
+                self.why_not(graph, table, read_only, node)
             cand = [(o, i) for o, i in self.candidates(node)
                     if 0 <= o < len(node.outs) and 0 <= i < len(node.ins)]
             cand = [(o, i) for o, i in cand if self.last_consumer_ok(node, node.ins[i])]
@@ -155,6 +160,47 @@ class InplacePass:
                                                    f"{o.key} reuses the memory of {i.key}", self.spec.id,
                                                    {"node": o.node.name, "output": o.idx, "input": i.idx}))
         self.ctx.symbols = table
+
+    # ---- why not (only with a probe: engine/passes/probe.py) ------------------------------
+    def why_not(self, graph: Graph, table: SymbolTable, read_only: set, node) -> None:
+        """Each in-place candidate (output, input) of node and the first filter that drops it."""
+        probe = self.ctx.probe
+        cands = self.candidates(node)
+        ability = Step(f"{self.cfg.ability_attr} of {node.name}", str([[o, i] for o, i in cands]) if cands else "absent",
+                       None, (("section", "inplace.ability_attr"),))
+        if not cands:
+            probe.look(self.spec.id, graph, node.name, NO_CONFLICT, "no-candidate", [ability], 0)
+            return
+        pcite = {k: expr_cite(e, f"inplace.{k}") for k, e in self.cfg.predicates.items()}
+        for o, i in cands:
+            if not (0 <= o < len(node.outs) and 0 <= i < len(node.ins)):
+                tests = [("ports exist", False, None)]
+            else:
+                out, inp = node.outs[o], node.ins[i]
+                tests = [
+                    ("the node is its input's producer's last consumer, on one stream, no blocking consumer",
+                     lambda: self.last_consumer_ok(node, inp), pcite.get("consumer_blocks")),
+                    ("equal byte sizes", lambda: _byte_size(out) == _byte_size(inp), None),
+                    ("the input's symbol is not read-only (fed by a read-only source)",
+                     lambda: inp in table.of and table.of[inp] not in read_only, pcite.get("read_only_source")),
+                    ("not no_inplace_node", lambda: not self.p["no_inplace_node"](node), pcite.get("no_inplace_node")),
+                    ("not excluded_output", lambda: not self.p["excluded_output"](out), pcite.get("excluded_output")),
+                    ("input and output in different symbols", lambda: table.of.get(inp) != table.of.get(out), None),
+                    ("no layout conflict in the merged symbol",
+                     lambda: not self.merged_conflict(graph, table, inp, out), None),
+                ]
+            steps, failed = [ability], None
+            for text, test, cite in tests:
+                ok = bool(test()) if callable(test) else bool(test)
+                steps.append(Step(text, "yes" if ok else "no", cite))
+                if not ok:
+                    failed = len(steps) - 1
+                    break
+            about = f"output {o} reusing input {i} of {node.name}"
+            if failed is None:
+                probe.look(self.spec.id, graph, about, ISOLATED, "in-place", steps, None)
+            else:
+                probe.look(self.spec.id, graph, about, NO_CONFLICT, "filter", steps, failed)
 
     def merged_conflict(self, graph: Graph, table: SymbolTable, i: InAnchor, o: OutAnchor) -> bool:
         """IsGraphExistMemConflictSymbol on the one symbol {in_sym ∪ out_sym}."""

@@ -38,6 +38,8 @@ from engine.core.schema import Reader, str_list
 from engine.core.yamlloc import item_span, span_of
 from engine.passes.surgery_hooks import surgery_hooks
 from engine.passes.symbols import SymbolTable, symbol_builder
+from engine.passes.probe import ISOLATED, NO_CONFLICT, NOT_LOOKED, Step, expr_cite
+from engine.passes.budget import BudgetEvent, budget_for
 
 CHECK_VARS = ("a", "b", "symbol", "graph")
 MARK_VARS = ("node", "anchor", "graph")
@@ -122,6 +124,7 @@ class LayoutConfig:
     insert: InsertSpec
     ctrl: Any = None                      # CtrlNodeConfig (ctrl_conflict.py)
     loc: Loc = field(default=Loc("<pack>"))
+    wildcard_cite: Cite | None = None     # the `wildcard_no_conflict:` list
 
 
 # ---- loading ---------------------------------------------------------------------------
@@ -266,7 +269,8 @@ def load(value: Any, pack: Pack, errors: Collector) -> LayoutConfig | None:
         return None
     return LayoutConfig(attrs, in_marks, out_marks, defaults["input_default"], defaults["output_default"], wildcard,
                         abs_no, abs_yes, absolute, checkers, regs, funcs, exprs["target_graph"], exprs["skip_pair"],
-                        exprs["skip_insert"], exprs["netoutput_fixup"], insert, ctrl, r.loc)
+                        exprs["skip_insert"], exprs["netoutput_fixup"], insert, ctrl, r.loc,
+                        wildcard_cite=Cite("", r.value_loc("wildcard_no_conflict"), r.value_loc("wildcard_no_conflict")))
 
 
 # ---- list algorithms GE's checkers use ---------------------------------------------------
@@ -338,6 +342,8 @@ class LayoutPass:
         self.f_target = fn(cfg.target_graph, ("graph",))
         self.f_fixup = fn(cfg.netoutput_fixup, ("node",)) if cfg.netoutput_fixup is not None else (lambda n: False)
         self.hooks = surgery_hooks(ctx)
+        self.probe = ctx.probe          # why-not probe (engine/passes/probe.py); None on normal runs
+        self.allowance: int | None = None   # pair checks left under --budget (None: unbounded)
 
     # ---- primitives ------------------------------------------------------------------
     def _same_symbol(self, x, y) -> bool:
@@ -385,6 +391,8 @@ class LayoutPass:
             targets = [graph]
         else:
             targets = self.targets()
+        if self.probe is not None and graph.is_root and not self.probe.near:
+            self._why_not_targets(targets)
         if not targets:
             return
         surgery.topo_sort_model(self.ctx.model)
@@ -403,11 +411,32 @@ class LayoutPass:
         self.marks = {}
         for node in model.all_nodes(g):
             self.mark_node(node, g)
+        probe = self.probe
+        asked = self._asked_symbols() if probe is not None and not probe.near else None
+        bound = budget_for(self.ctx, self.spec.id)
+        self.allowance = bound[0] if bound is not None else None
+        spent_out: list = []           # (symbol, anchors isolated by the fallback, pairs it stood for)
         for name in self.table.names():
             anchors = list(self.table.anchors.get(name, []))
-            found = self.find_conflicts(anchors)
+            trace = [] if probe is not None and (asked is None or name in asked) else None
+            found = self.find_conflicts(anchors, trace) if not spent_out else {}
+            if self.allowance is not None and self.allowance < 0:
+                self.allowance = 0
+                spent_out.append((name, *self._fallback(anchors, found, bound)))
+            elif spent_out:
+                spent_out.append((name, *self._fallback(anchors, found, bound)))
+            if trace is not None:
+                self._why_not_symbol(name, anchors, found, trace)
             if found:
                 self.solve(found, name, anchors)
+        if spent_out:
+            n, decl = bound
+            isolated = sum(k for _, k, _ in spent_out)
+            self.ctx.budget_events.append(BudgetEvent(
+                self.spec.id, g.name, decl.unit, n, n + sum(p for _, _, p in spent_out),
+                f"from symbol {spent_out[0][0]} on ({len(spent_out)} symbol(s)) the pairs were not checked",
+                f"{isolated} input(s) of those symbols in an attribute pair that could conflict were isolated "
+                "as absolute conflicts (an Identity before each)", decl.cite))
 
     def mark_node(self, node: Node, g: Graph) -> None:
         for anchors, marks, default in ((node.ins, self.f_in_marks, self.cfg.input_default),
@@ -457,39 +486,197 @@ class LayoutPass:
                 for j in js:
                     yield i, j
 
-    def find_conflicts(self, anchors: list) -> dict:
-        """FindConflictNodes: anchor → the first (checker, pair) that selected it."""
+    def find_conflicts(self, anchors: list, trace: list | None = None) -> dict:
+        """FindConflictNodes: anchor → the first (checker, pair) that selected it.
+        With `trace` (a why-not probe asks), the pairs it asks about get their steps
+        appended as (a, b, steps, picked anything) — the same loop, nothing else changes."""
         result: dict = {}
-        visit: set = set()
+        visit: dict = {}
         cfg = self.cfg
         for i, j in self._pairs(anchors):
+            if self.allowance is not None:
+                self.allowance -= 1
+                if self.allowance < 0:
+                    return result          # out of budget: process() falls back for this symbol on
             a, b = anchors[i], anchors[j]
+            steps = [] if trace is not None and self.probe.wants_pair(a, b) else None
             if self.f_skip_pair(a, b, anchors, self.graph):
+                if steps is not None:
+                    steps.append(Step(f"skip_pair({a.key}, {b.key})", "true", expr_cite(cfg.skip_pair, "layout/skip_pair")))
+                    trace.append((a, b, steps, None))
                 continue
+            picked_any = False
             for ta in self.marks.get(a, ()):
                 if ta in cfg.wildcard:
+                    if steps is not None:
+                        steps.append(Step(f"{ta} (of {a.key})", "wildcard no-conflict", cfg.wildcard_cite))
                     continue
                 for tb in self.marks.get(b, ()):
                     if tb in cfg.wildcard:
+                        if steps is not None:
+                            steps.append(Step(f"{tb} (of {b.key})", "wildcard no-conflict", cfg.wildcard_cite))
                         continue
                     pair = frozenset((ta, tb))
                     if pair in cfg.abs_no_conflict:
+                        if steps is not None:
+                            steps.append(Step(f"{ta} × {tb}", "absolute no-conflict", cfg.abs_no_conflict[pair]))
                         continue
                     if pair in cfg.abs_conflict:
-                        self._check(cfg.absolute_checker, a, b, anchors, result, ta, tb, "absolute conflict",
-                                    cfg.abs_conflict[pair])
+                        got = self._check(cfg.absolute_checker, a, b, anchors, result, ta, tb, "absolute conflict",
+                                          cfg.abs_conflict[pair])
+                        picked_any |= bool(got)
+                        if steps is not None:
+                            steps.append(self._checker_step(cfg.absolute_checker, a, b, ta, tb, got,
+                                                            cfg.abs_conflict[pair], "absolute conflict"))
                         continue
                     reg = cfg.registrations.get(pair)
                     if reg is None:
+                        if steps is not None:
+                            steps.append(Step(f"{ta} × {tb}", "no checker registered for the pair", None))
                         continue
                     if cfg.checkers[reg.checker].per_symbol:
                         if pair in visit:
+                            if steps is not None:
+                                steps.append(Step(f"{ta} × {tb}: per-symbol checker {reg.checker}",
+                                                  f"already ran for this symbol on {visit[pair]}",
+                                                  cfg.checkers[reg.checker].cite))
                             continue
-                        visit.add(pair)
-                    self._check(reg.checker, a, b, anchors, result, ta, tb, "registered", reg.cite)
+                        visit[pair] = f"{a.key} × {b.key}"
+                    got = self._check(reg.checker, a, b, anchors, result, ta, tb, "registered", reg.cite)
+                    picked_any |= bool(got)
+                    if steps is not None:
+                        steps.append(self._checker_step(reg.checker, a, b, ta, tb, got, reg.cite, "registered"))
+            if steps is not None:
+                trace.append((a, b, steps, picked_any))
         return result
 
-    def _check(self, name, a, b, anchors, result, ta, tb, how, pair: Cite) -> None:
+    def _checker_step(self, name, a, b, ta, tb, got, pair: Cite, how: str) -> Step:
+        keys = [x.key for x in got or () if x is not None]
+        return Step(f"{ta} × {tb} ({how}): checker {name}({a.key}, {b.key})",
+                    "[" + ", ".join(keys) + "]" if keys else "[] (no conflict)",
+                    self.cfg.checkers[name].cite, (("pair entry", pair),))
+
+    # ---- budget (only with --budget: engine/passes/budget.py) -------------------------------
+    def _fallback(self, anchors: list, found: dict, bound) -> tuple[int, int]:
+        """GE's conservative answer for a symbol the budget could not pay for: every input
+        whose attributes could conflict with another anchor's is isolated, as an absolute
+        conflict (the absolute checker's side). Linear in the symbol: attribute tuples are
+        grouped first. Returns (inputs selected, pairs they stand for)."""
+        buckets: dict[tuple, list] = {}
+        for a in anchors:
+            buckets.setdefault(tuple(self.marks.get(a, ())), []).append(a)
+        keys = list(buckets)
+        hot, pairs = set(), 0
+        for i, ka in enumerate(keys):
+            for kb in keys[i:]:
+                same = ka == kb
+                if (same and len(buckets[ka]) < 2) or not (self._active(ka, kb) or self._active(kb, ka)):
+                    continue
+                pairs += len(buckets[ka]) * (len(buckets[ka]) - 1) // 2 if same else len(buckets[ka]) * len(buckets[kb])
+                hot.update((ka, kb))
+        n, decl = bound
+        chosen = 0
+        for k in keys:
+            if k not in hot:
+                continue
+            for x in buckets[k]:
+                if x.is_out or x in found:
+                    continue
+                found[x] = {"why": f"the analysis budget ({n} {decl.unit}) ran out before this symbol's pairs were "
+                                   f"checked; GE's conservative answer isolates the input", "checker": self.cfg.absolute_checker,
+                            "checker_loc": self.cfg.checkers[self.cfg.absolute_checker].cite, "budget": n,
+                            "budget_loc": decl.cite, "b_marks": list(k)}
+                chosen += 1
+        return chosen, pairs
+
+    # ---- why not (only with a probe) -------------------------------------------------------
+    def _asked_symbols(self) -> set:
+        of = self.table.of
+        out = {of[a] for a in self.probe.anchors if a in of}
+        for n in self.probe.nodes:
+            out.update(of[a] for a in (*n.ins, *n.outs) if a in of)
+        return out
+
+    def _why_not_targets(self, targets: list[Graph]) -> None:
+        """A subject in a graph the pass does not process: the `target_graph` gate."""
+        probe = self.probe
+        nodes = set(probe.nodes) | {a.node for a in probe.anchors}
+        covered = set(targets)
+        for n in sorted(nodes, key=lambda n: n.name):
+            g = n.graph
+            while g is not None and g not in covered:        # a target's nested subgraphs are processed with it
+                g = g.parent_graph
+            if g is None:
+                step = Step(f"target_graph({n.graph.name})", "false: the graph is not processed",
+                            expr_cite(self.cfg.target_graph, "layout/target_graph"))
+                probe.look(self.spec.id, n.graph, n.name, NOT_LOOKED, "gate", [step], 0)
+
+    def _why_not_symbol(self, name: str, anchors: list, found: dict, trace: list) -> None:
+        probe = self.probe
+        seen = set()
+        for a, b, steps, picked in trace:
+            seen.add(frozenset((a, b)))
+            about = f"{a.key} × {b.key} in symbol {name}"
+            if picked is None:
+                probe.look(self.spec.id, self.graph, about, NO_CONFLICT, "skip-pair", steps, -1, close=True)
+                continue
+            if picked:
+                probe.look(self.spec.id, self.graph, about, ISOLATED, "checker", steps, None)
+                continue
+            called = [k for k, st in enumerate(steps) if "checker " in st.text and st.result.startswith("[]")]
+            if called:
+                probe.look(self.spec.id, self.graph, about, NO_CONFLICT, "checker", steps, called[-1], close=True)
+            else:
+                k = next((k for k, st in enumerate(steps) if st.result != "no checker registered for the pair"), 0)
+                probe.look(self.spec.id, self.graph, about, NO_CONFLICT, _kind(steps[k]) if steps else "no-pair",
+                           steps, k if steps else None)
+        if probe.near:
+            return
+        for x, y in probe.pair_list:
+            pair = frozenset((x, y))
+            in_x, in_y = x in self.table.of, y in self.table.of
+            if not (in_x and in_y):
+                continue
+            if self.table.of[x] != self.table.of[y]:
+                if self.table.of[x] == name:
+                    steps = [Step(f"symbol of {x.key}", self.table.of[x]), Step(f"symbol of {y.key}", self.table.of[y])]
+                    probe.look(self.spec.id, self.graph, f"{x.key} × {y.key}", NO_CONFLICT, "different-symbols",
+                               steps, 1)
+                continue
+            if pair not in seen:
+                self._why_not_static(x, y, name)
+        pruned = 0
+        if not probe.pairs:     # a node or one anchor: count its pairs the sweep left out (O(k), not O(k²))
+            subj = [a for a in anchors if probe.wants(a)]
+            pruned = len(subj) * (len(anchors) - 1) - len(subj) * (len(subj) - 1) // 2 - len(seen)
+        if pruned:
+            step = Step(f"{pruned} other anchor pair(s) of symbol {name} involving the subject", "no attribute "
+                        "pair of theirs is registered or an absolute conflict: never checked")
+            probe.look(self.spec.id, self.graph, f"symbol {name}", NO_CONFLICT, "no-check", [step], 0)
+        for x in sorted(found, key=lambda t: t.key):
+            if (probe.wants(x) or any(x in p for p in probe.pairs)) and self.f_skip_insert(x):
+                step = Step(f"skip_insert({x.key}): already isolated", "true",
+                            expr_cite(self.cfg.skip_insert, "layout/skip_insert"),
+                            (("selected by", found[x].get("checker", "")),))
+                probe.look(self.spec.id, self.graph, x.key, NO_CONFLICT, "skip-insert", [step], 0, close=True)
+
+    def _why_not_static(self, a, b, name: str) -> None:
+        """A subject pair the sweep never checks: every attribute pair is a table no-conflict or unregistered."""
+        cfg, steps = self.cfg, []
+        for ta in self.marks.get(a, ()):
+            for tb in self.marks.get(b, ()):
+                pair = frozenset((ta, tb))
+                if ta in cfg.wildcard or tb in cfg.wildcard:
+                    steps.append(Step(f"{ta} × {tb}", "wildcard no-conflict", cfg.wildcard_cite))
+                elif pair in cfg.abs_no_conflict:
+                    steps.append(Step(f"{ta} × {tb}", "absolute no-conflict", cfg.abs_no_conflict[pair]))
+                else:
+                    steps.append(Step(f"{ta} × {tb}", "no checker registered for the pair", None))
+        k = next((k for k, st in enumerate(steps) if st.cite is not None), 0)
+        self.probe.look(self.spec.id, self.graph, f"{a.key} × {b.key} in symbol {name}", NO_CONFLICT,
+                        _kind(steps[k]) if steps else "no-marks", steps, k if steps else None)
+
+    def _check(self, name, a, b, anchors, result, ta, tb, how, pair: Cite) -> list:
         try:
             picked = self.f_check[name](a, b, anchors, self.graph)
         except PassFailure:
@@ -508,6 +695,7 @@ class LayoutPass:
                              "pair_rule": how, "pair_loc": pair,
                              "a": a.key, "a_marks": list(self.marks.get(a, ())),
                              "b": b.key, "b_marks": list(self.marks.get(b, ()))}
+        return picked
 
     def solve(self, found: dict, symbol: str, anchors: list) -> None:
         for x in sorted(found, key=lambda t: t.key):
@@ -574,6 +762,11 @@ class LayoutPass:
             rule=f"layout/{name}", cite=c.cite if c is not None else self.cfg.insert.cite(f"layout/{name}"),
             producer=anchor_ref(src), consumers=tuple(anchor_ref(d) for d in dsts), reason=why,
             attrs=self.cfg.insert.attr_reasons(), moved_control=tuple(moved)))
+
+
+def _kind(step: Step) -> str:
+    return {"wildcard no-conflict": "wildcard", "absolute no-conflict": "absolute-no-conflict"}.get(
+        step.result, "unregistered")
 
 
 def _uses_anchor(e: Expr) -> bool:

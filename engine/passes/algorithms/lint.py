@@ -28,6 +28,8 @@ from engine.core.attrs import node_attr
 from engine.pack.rulelist import check_rules, compile_rules
 from engine.core.schema import Reader, str_list
 from engine.core.surgery import successors
+from engine.passes.probe import NO_CONFLICT, NOT_LOOKED, Step
+from engine.passes.budget import BudgetEvent, budget_for
 
 ROLES = ("read_only", "writable", "ignore", "invalid")
 SEVERITIES = ("warning", "error", "info")
@@ -163,6 +165,8 @@ class GraphLint:
         self.rw: dict[Node, list[str]] = {}                       # node → type per input
         self.set_by: dict[tuple[Node, int], tuple[InAnchor, Node]] = {}   # parent input → inner input, source
         self.reach: dict[Graph, _Reach] = {}
+        self.partners: dict[Graph, dict] = {}
+        self.graph_rank: dict[Graph, int] = {}
         self.originals: dict[str, _Original] = {}       # one view per original type
 
     def fail(self, message: str, node: Node | None = None) -> PassFailure:
@@ -173,11 +177,86 @@ class GraphLint:
         found = next(self.conflicts(root), None)
         if found is not None:
             self.report(*found)
+        if self.ctx.probe is not None:
+            self.why_not(found)
+
+    # ---- why not (only with a probe: engine/passes/probe.py) ------------------------------
+    def why_not(self, found) -> None:
+        """For each shared output the probe asks about: the consumers' types and, for
+        each writer/other pair, the path that orders them — or that GE stopped earlier."""
+        probe = self.ctx.probe
+        stop = None if found is None else (self.graph_rank[found[0]], self.pos[found[1].node], found[1].idx)
+        data_reach: dict = {}
+        for g in self.graph_rank:
+            for node in self.orders[g]:
+                for o in node.outs:
+                    if not probe.near and not any(probe.wants_pair(o, p) or probe.wants(p) for p in o.peers) \
+                            and not probe.wants(o):
+                        continue
+                    self._why_not_output(g, o, stop, found, data_reach)
+
+    def _why_not_output(self, g, o, stop, found, data_reach) -> None:
+        probe = self.ctx.probe
+        about = f"consumers of {o.node.name}:{o.idx}"
+        if len(o.peers) < 2:
+            if not probe.near:
+                probe.look(self.spec.id, g, about, NO_CONFLICT, "not-shared",
+                           [Step("consumers", str(len(o.peers)), None, (("checked from", 2),))], 0)
+            return
+        if stop is not None and (self.graph_rank[g], self.pos[o.node], o.idx) > stop:
+            if not probe.near:
+                probe.look(self.spec.id, g, about, NOT_LOOKED, "stopped-earlier",
+                           [Step("GE stops at the first conflict", f"reported at {found[1].node.name}:{found[1].idx}")], 0)
+            return
+        steps = []
+        writers, others = [], []
+        for p in o.peers:
+            t = self.type_of(p)
+            text, rule = self.why(p)
+            steps.append(Step(f"type of {p.node.name}:{p.idx}", t, rule if isinstance(rule, Cite) else None,
+                              () if isinstance(rule, Cite) else (("because", text),)))
+            (writers if t == self.W else others if t == self.RO else []).append(p)
+        if not writers:
+            if not probe.near:
+                probe.look(self.spec.id, g, about, NO_CONFLICT, "no-writer", steps + [
+                    Step("a writer among the consumers", "none: readers alone never conflict")], -1)
+            return
+        reach = self.reach.get(g) or self.build_reach(g)
+        for k, w in enumerate(writers):
+            for other in [x for x in writers[k + 1:] if x.node is not w.node] + others:
+                if not self._asks(probe, o, w, other):
+                    continue
+                if not reach.connected(w.node, other.node):
+                    continue        # the W18888 itself (reported, or after the first one)
+                by_data = self._data_connected(g, w.node, other.node, data_reach)
+                how = "a path of data edges" if by_data else "a path that needs a control edge"
+                pair = steps + [Step(f"{w.node.name} and {other.node.name} ordered", f"yes, by {how}", None,
+                                     (("control edges count", self.cfg.control_edges),))]
+                probe.look(self.spec.id, g, f"{w.node.name}:{w.idx} × {other.node.name}:{other.idx} "
+                           f"(consumers of {o.node.name}:{o.idx})", NO_CONFLICT, "ordered", pair, -1,
+                           close=not by_data)
+
+    @staticmethod
+    def _asks(probe, o, w, other) -> bool:
+        """Is the consumer pair (w, other) of o part of the subject? An edge o -> I asks about
+        the pairs with I; two inputs about their pair; a node or one anchor about every pair it is in."""
+        if probe.near:
+            return True
+        if probe.pairs:
+            return probe.wants_pair(w, other) or (o in probe.anchors and (w in probe.anchors or other in probe.anchors))
+        return probe.wants(w) or probe.wants(other) or probe.wants(o)
+
+    def _data_connected(self, g, a, b, cache) -> bool:
+        """Whether data edges alone order a and b (the asked pairs of a graph: one more set of sweeps)."""
+        if g not in cache:
+            cache[g] = _Reach(self.orders[g], self.pos, self.partners[g], False)
+        return cache[g].connected(a, b)
 
     def conflicts(self, root: Graph):
         """Every shared output with a conflict, in GE's order: (graph, output, writer, other, kind)."""
         graphs: list[Graph] = []
         self.sort(root, graphs)
+        self.graph_rank = {g: k for k, g in enumerate(graphs)}
         self.mark(root)
         for g in graphs:
             for node in self.orders[g]:
@@ -334,23 +413,35 @@ class GraphLint:
                     partners.setdefault(w, set()).update(writers, readers)
                 for r in readers:
                     partners.setdefault(r, set()).update(writers)
-        self.reach[g] = _Reach(self.orders[g], self.pos, partners, self.cfg.control_edges)
-        return self.reach[g]
+        self.partners[g] = partners
+        bound = budget_for(self.ctx, self.spec.id)
+        reach = _Reach(self.orders[g], self.pos, partners, self.cfg.control_edges, bound[0] if bound else None)
+        if reach.unverified:
+            n, decl = bound
+            self.ctx.budget_events.append(BudgetEvent(
+                self.spec.id, g.name, decl.unit, n, reach.needed,
+                f"{len(reach.unverified)} writer/reader pair(s) of graph '{g.name}' not swept",
+                "treated as unordered: a W18888 for the first of them (GE's answer when no path is known)", decl.cite))
+        self.reach[g] = reach
+        return reach
 
     # ---- the diagnostic ---------------------------------------------------------------
     def report(self, g: Graph, o: OutAnchor, w: InAnchor, other: InAnchor, kind: str) -> None:
         roles = ["writer", "writer" if kind == "write" else "reader"]
         whys = [self.why(w), self.why(other)]
         shared = f"{o.node.name}:{o.idx}"
+        unverified = self.reach[g].is_unverified(w.node, other.node)
         message = (f"write node '{w.node.name}' ({_port(w)}: {whys[0][0]}) and "
                    f"{'other write' if kind == 'write' else 'read'} node '{other.node.name}' "
                    f"({_port(other)}: {whys[1][0]}) both consume '{shared}' in graph '{g.name}' with no control "
                    f"relation between them, so they may run in either order (precision problem); "
-                   f"order them with a control edge")
+                   f"order them with a control edge"
+                   + ("; not verified: the analysis budget ran out (--budget)" if unverified else ""))
         self.ctx.diagnostics.append(Diagnostic(self.cfg.code, self.cfg.severity, message, self.spec.id, {
             "graph": g.name, "anchor": shared, "nodes": [w.node.name, other.node.name], "roles": roles,
             "inputs": [f"{w.node.name}:{w.idx}", f"{other.node.name}:{other.idx}"],
-            "types": [self.type_of(w), self.type_of(other)], "rules": [_rule_name(c) for _, c in whys]},
+            "types": [self.type_of(w), self.type_of(other)], "rules": [_rule_name(c) for _, c in whys],
+            **({"budget": "unverified"} if unverified else {})},
             tuple(dict.fromkeys(c for _, c in whys if isinstance(c, Cite)))))
 
     def why(self, a: InAnchor) -> tuple[str, Cite | str]:
@@ -401,23 +492,35 @@ class _Reach:
     """
 
     def __init__(self, order: list[Node], pos: dict[Node, int], partners: dict[Node, set], control: bool,
-                 budget: int | None = None):
+                 budget: int | None = None, search: int | None = None):
+        """`budget`: node visits the sweeps may spend (the analysis budget, engine/passes/budget.py;
+        None: unbounded); the pairs of the chunks it cannot pay for are `unverified` and count as
+        not connected. `search`: edges each pair search may examine (default BUDGET; 0: sweeps only)."""
         self.linked: set[tuple[Node, Node]] = set()
+        self.unverified: set[tuple[Node, Node]] = set()
+        self.needed = 0
         self.work = 0                     # edges examined by the searches plus nodes swept
-        budget = BUDGET if budget is None else budget
+        search = BUDGET if search is None else search
         later = {a: sorted((b for b in bs if pos[b] > pos[a]), key=pos.__getitem__) for a, bs in partners.items()}
         unresolved: dict[Node, list[Node]] = {}
         for a, bs in later.items():
             for b in bs:
-                found = _search(a, b, pos, control, budget, self) if budget else None
+                found = _search(a, b, pos, control, search, self) if search else None
                 if found:
                     self.linked.add((a, b))
                 elif found is None:
                     unresolved.setdefault(a, []).append(b)
         sources = sorted(unresolved, key=pos.__getitem__)
+        spent = 0
         for start in range(0, len(sources), CHUNK):
             chunk = sources[start:start + CHUNK]
             last = max(pos[b] for a in chunk for b in unresolved[a])
+            cost = last + 1 - pos[chunk[0]]
+            self.needed += cost
+            if budget is not None and spent + cost > budget:
+                self.unverified.update((a, b) for a in chunk for b in unresolved[a])
+                continue
+            spent += cost
             span = order[pos[chunk[0]]:last + 1]
             self.work += len(span)
             rows = _sweep(span, {a: 1 << i for i, a in enumerate(chunk)}, control)
@@ -427,6 +530,9 @@ class _Reach:
     def connected(self, a: Node, b: Node) -> bool:
         """GE IsConnected in either direction; a node is connected to itself."""
         return a is b or (a, b) in self.linked or (b, a) in self.linked
+
+    def is_unverified(self, a: Node, b: Node) -> bool:
+        return bool(self.unverified) and ((a, b) in self.unverified or (b, a) in self.unverified)
 
 
 def _search(a: Node, b: Node, pos: dict[Node, int], control: bool, budget: int, reach: _Reach) -> bool | None:

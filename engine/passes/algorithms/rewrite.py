@@ -32,7 +32,8 @@ from engine.passes.registry import Algorithm, register_family
 from engine.passes.actions import ACTION_PRIMS, Rewriter, Why
 from engine.dsl.ast import Call, Const, Expr, walk
 from engine.dsl.compiler import Compiler
-from engine.core.errors import Cite, Collector, Loc, did_you_mean
+from engine.core.errors import Cite, Collector, Loc, PassFailure, did_you_mean
+from engine.passes.probe import ISOLATED, NO_CONFLICT, NOT_LOOKED, Step as PStep, expr_cite
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor
 from engine.passes.insertion import InsertSpec, load_insert_spec
 from engine.pack.model import FuncDef, Pack
@@ -308,6 +309,10 @@ class _Compiled:
                               [(k, comp.function(e, params)) for k, e in rule.reason],
                               _compile_actions(comp, rule.do, params)))
             self.steps.append((step, comp.function(step.match, ("graph", "node")), lets, rules))
+        self.spec_id = spec.id
+        self.probe = ctx.probe          # why-not probe (engine/passes/probe.py); None on normal runs
+        self.inserting = {r.id: any(isinstance(x, Call) and x.fn in SPEC_ARG for a in r.do for x in walk(a.expr))
+                          for st in rs.steps for r in st.rules}
 
     def insert_name(self, spec_name: str, graph: Graph | None) -> str | None:
         spec = self.rs.inserts.get(spec_name)
@@ -316,7 +321,11 @@ class _Compiled:
         return spec.name.format(graph=graph.name, src="", dst="", n="", idx="", out="")
 
     def run(self, graph: Graph) -> None:
+        probe = self.probe
+        asking = probe is not None and not probe.near
         if self.gate is not None and not self.gate(graph):
+            if asking:
+                self._why_not_gate(graph)
             return
         model = self.rewriter.ctx.model
         nodes = model.all_nodes(graph) if self.rs.walk == "all" else graph.node_list()
@@ -324,6 +333,10 @@ class _Compiled:
         for node in nodes:
             if not node.alive:
                 continue
+            if asking and probe.wants_node(node) and not any(m(graph, node) for _, m, _, _ in self.steps):
+                probe.look(self.spec_id, graph, node.name, NOT_LOOKED, "no-step",
+                           [PStep(f"step {st.name}: match", "false", expr_cite(st.match, f"{self.rs.name}/{st.name}"))
+                            for st, _, _, _ in self.steps])
             for step, match, lets, rules in self.steps:
                 if not match(graph, node):
                     continue
@@ -352,29 +365,90 @@ class _Compiled:
             anchors = list(node.outs)
         else:
             anchors = [None]
+        probe = self.probe
         for anchor in anchors:
             env = [graph, node, anchor]
             for _, f in lets:
                 env.append(f(*env))
+            if probe is not None and rules and (probe.wants(anchor) if anchor is not None else probe.wants_node(node)):
+                if self._traced(graph, node, anchor, step, env, rules):
+                    return
+                continue
             for rule, when, reason, actions in rules:
                 if not when(*env):
                     continue
-                facts = {"step": step.name}
-                for (key, _), value in zip(lets, env[3:]):
-                    facts[key] = to_json(value)
-                for key, f in reason:
-                    facts[key] = to_json(f(*env))
-                if rule.doc:
-                    facts["why"] = rule.doc
-                self.rewriter.why = Why(rule.id, rule.cite, facts)
-                local = list(env)
-                for bind, f in actions:
-                    v = f(*local)
-                    if bind:
-                        local.append(v)
+                self._fire(rule, env, reason, actions, step)
                 if rule.stop:
                     return
                 break
+
+
+    def _fire(self, rule, env, reason, actions, step: Step) -> None:
+        """Run a rule that holds: its facts become the provenance of what its actions insert."""
+        facts = {"step": step.name}
+        for (key, _), value in zip(step.let, env[3:]):
+            facts[key] = to_json(value)
+        for key, f in reason:
+            facts[key] = to_json(f(*env))
+        if rule.doc:
+            facts["why"] = rule.doc
+        self.rewriter.why = Why(rule.id, rule.cite, facts)
+        local = list(env)
+        for bind, f in actions:
+            v = f(*local)
+            if bind:
+                local.append(v)
+
+    # ---- why not (only with a probe) --------------------------------------------------------
+    def _traced(self, graph, node, anchor, step: Step, env, rules) -> bool:
+        """The first-match loop of `_step` for an anchor the probe asks about, recording
+        every `when` it evaluates; True when the fired rule stops the step."""
+        ctx = self.rewriter.ctx
+        where = f"{node.name}:{anchor.idx}" if anchor is not None else node.name
+        about = f"{where} ({'input' if anchor is not None and not anchor.is_out else 'output' if anchor is not None else 'node'}"\
+                f", step {self.rs.name}/{step.name})"
+        steps: list[PStep] = []
+        for k, (rule, when, reason, actions) in enumerate(rules):
+            held = bool(when(*env))
+            steps.append(PStep(f"rule {rule.id}" + (f": {rule.doc}" if rule.doc else ""), "holds" if held else "does not hold",
+                               rule.cite))
+            if not held:
+                continue
+            before = len(ctx.insertions)
+            later = self._later_inserting(rules[k + 1:], env) if not self.inserting.get(rule.id) else None
+            self._fire(rule, env, reason, actions, step)
+            if len(ctx.insertions) > before:
+                self.probe.look(self.spec_id, graph, about, ISOLATED, "rule", steps, len(steps) - 1)
+            else:
+                kind = "bypass" if not rule.do else "rule"
+                if later is not None:
+                    steps.append(PStep(f"rule {later.id} (not reached)", "would hold and insert", later.cite))
+                self.probe.look(self.spec_id, graph, about, NO_CONFLICT, kind, steps, k, close=later is not None)
+            return rule.stop
+        self.probe.look(self.spec_id, graph, about, NO_CONFLICT, "no-rule", steps)
+        return False
+
+    def _later_inserting(self, rest, env):
+        """The first later rule that inserts and whose `when` holds too (a near miss), or None.
+        Note [pure when]: a `when` cannot edit the graph (engine/dsl/types.py effects), so
+        evaluating it ahead changes nothing; one that cannot be evaluated here counts as not holding."""
+        for rule, when, _, _ in rest:
+            if not self.inserting.get(rule.id):
+                continue
+            try:
+                if when(*env):
+                    return rule
+            except (PassFailure, TypeError, AttributeError, ValueError, IndexError, KeyError):
+                continue
+        return None
+
+    def _why_not_gate(self, graph: Graph) -> None:
+        probe = self.probe
+        nodes = set(probe.nodes) | {a.node for a in probe.anchors}
+        for n in sorted((n for n in nodes if n.graph is graph), key=lambda n: n.name):
+            probe.look(self.spec_id, graph, n.name, NOT_LOOKED, "gate",
+                       [PStep(f"gate of rule set {self.rs.name} on graph {graph.name}", "false",
+                              expr_cite(self.rs.gate, f"{self.rs.name}/gate"))], 0)
 
 
 def _check_actions(comp: Compiler, actions, bound: dict, params: tuple[str, ...], exprs: list) -> None:

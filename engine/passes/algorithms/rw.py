@@ -33,6 +33,7 @@ from engine.core.schema import Reader, str_list
 from engine.core.yamlloc import span_of
 from engine.core import surgery
 from engine.passes.surgery_hooks import surgery_hooks
+from engine.passes.probe import NO_CONFLICT, Step, expr_cite, ref
 
 DECISIONS = ("do_nothing", "insert_identity", "wrong_graph")
 IN_ROLES = ("read_only", "writeable", "scope_writeable", "invalid")
@@ -382,16 +383,24 @@ class RWPass:
         # Note [walk snapshot]: GE iterates a copy of GetAllNodes(), so nodes inserted
         # during the walk are not visited (spec §10.5 reads otherwise; a live walk
         # would also loop forever under a pack whose inserted node re-triggers itself).
+        probe = self.ctx.probe
         for node in self.ctx.model.all_nodes():
             if not node.alive:
                 continue
             g = node.graph
             if g.parent_node is not None:
                 if P["loop_parent"](g.parent_node):
+                    if probe is not None and not probe.near and probe.wants_node(node):
+                        self._why_node_skipped(node, "loop_parent", f"its graph's parent {g.parent_node.name}")
                     continue
                 if P["subgraph_data"](node) or P["subgraph_netoutput"](node):
+                    if probe is not None and not probe.near and probe.wants_node(node):
+                        which = "subgraph_data" if P["subgraph_data"](node) else "subgraph_netoutput"
+                        self._why_node_skipped(node, which, node.name)
                     continue
             if P["skip_node"](node):
+                if probe is not None and not probe.near and probe.wants_node(node):
+                    self._why_node_skipped(node, "skip_node", node.name)
                 continue
             if P["identity"](node):
                 self.split_identity(node)
@@ -408,9 +417,12 @@ class RWPass:
             skip_last = self.need_check_skip(out_t.value, node, o)
             last_node = None
             peers = list(o.peers)
+            probe = self.ctx.probe
             for k, peer in enumerate(peers):
                 pn = peer.node
                 if self.p["skip_consumer"](pn):
+                    if probe is not None and probe.wants_pair(o, peer):
+                        self._why_not(o, peer, out_t, None, "skip-consumer")
                     continue
                 in_t = self.input_rw(peer)
                 res = self.decide(out_t.value, in_t.value)
@@ -419,9 +431,13 @@ class RWPass:
                         last_node = pn
                     skip_last = pn is last_node and in_t.value == self.IN_SW
                 if res != "insert_identity":
+                    if probe is not None and probe.wants_pair(o, peer):
+                        self._why_not(o, peer, out_t, in_t, "matrix-cell")
                     skip_last = False
                     continue
                 if k == len(peers) - 1 and skip_last:
+                    if probe is not None and probe.wants_pair(o, peer):
+                        self._why_not(o, peer, out_t, in_t, "bypass")
                     continue
                 self.insert_before(peer, {
                     "kind": "matrix", "output_rw": out_t.value, "output_rule": out_t.why,
@@ -452,6 +468,45 @@ class RWPass:
             if src is None:
                 return False
             a, t = src, src.node
+
+    # ---- why not (only with a probe: engine/passes/probe.py) ------------------------------
+    def _pred_cite(self, name: str) -> Cite | None:
+        return expr_cite(self.cfg.predicates.get(name), f"rw_conflict.predicates.{name}")
+
+    def _typed_step(self, what: str, t: _Typed) -> Step:
+        return Step(what, t.value, t.why if isinstance(t.why, Cite) else None,
+                    () if isinstance(t.why, Cite) else (("because", t.why),))
+
+    def _why_node_skipped(self, node: Node, predicate: str, subject: str) -> None:
+        step = Step(f"predicate {predicate}({subject})", "true", self._pred_cite(predicate))
+        self.ctx.probe.look(self.spec.id, node.graph, node.name, NO_CONFLICT, "skipped-node", [step], 0)
+
+    def _why_not(self, o: OutAnchor, peer: InAnchor, out_t: _Typed, in_t: _Typed | None, kind: str) -> None:
+        """One consumer edge the walk left without an Identity, and what decided it."""
+        steps = [self._typed_step(f"output type of {ref(o)}", out_t)]
+        close = False
+        if kind == "skip-consumer":
+            steps.append(Step(f"predicate skip_consumer({peer.node.name}): the walk never isolates its inputs",
+                              "true", self._pred_cite("skip_consumer")))
+            in_t = self.input_rw(peer)
+            close = self.decide(out_t.value, in_t.value) == "insert_identity"
+            steps.append(self._typed_step(f"input type of {ref(peer)} (not consulted)", in_t))
+            steps.append(Step(f"matrix[{out_t.value}][{in_t.value}] (not consulted)",
+                              self.decide(out_t.value, in_t.value), self.cfg.matrix_cites.get((out_t.value, in_t.value))))
+            decisive = 1
+        else:
+            steps.append(self._typed_step(f"input type of {ref(peer)}", in_t))
+            res = self.decide(out_t.value, in_t.value)
+            steps.append(Step(f"matrix[{out_t.value}][{in_t.value}]", res,
+                              self.cfg.matrix_cites.get((out_t.value, in_t.value))))
+            decisive = 2
+            if kind == "bypass":
+                steps.append(Step(f"NeedCheckSkip: {ref(o)} is {out_t.value} and every consumer it checks is a "
+                                  f"{in_t.value} input of {peer.node.name}; the last of them keeps the buffer",
+                                  "skip", None, (("consumer", peer.node.name),)))
+                decisive, close = 3, True
+        self.ctx.probe.look(self.spec.id, o.node.graph, f"{ref(o)} -> {ref(peer)}", NO_CONFLICT, kind, steps,
+                            decisive, close)
 
     # ---- identities --------------------------------------------------------------------
     def split_identity(self, ident: Node) -> None:

@@ -206,17 +206,24 @@ def cmd_explain(args) -> int:
     from engine.report.model import explain_insertion, not_inserted
     from engine.report.text import Progress
 
-    e = sub.add_parser("explain", help="explain why one node was inserted (running the passes, or from a saved report), "
-                       "or why none was", usage="memconflict explain GRAPH NODE [options] | memconflict explain --report R.json NODE | "
-                       "memconflict explain GRAPH --why-not ANCHOR [ANCHOR] [--json]")
-    e.add_argument("graph", nargs="?", help=GRAPH_HELP)
-    e.add_argument("node", nargs="?", help="name of an inserted node")
-    e.add_argument("--report", metavar="R.json",
-                   help="answer from this saved `run --report-json` report instead of running the passes")
-    e.add_argument("--why-not", nargs="+", metavar="ANCHOR",
-                   help="explain why no node was inserted: an edge SRC:O->DST:I (or SRC:O DST:I), two anchors "
-                        "of one symbol (NODE:out:I NODE:in:J, or GE keys NODE_out_I NODE_in_J), or a node")
-    e.add_argument("--json", action="store_true", help="with --why-not: print the answer as JSON")
+    if args.why_not:
+        if args.report is not None:
+            raise InputError(Problem(Loc("--why-not"), "--why-not runs the passes; it cannot answer from --report",
+                                     "memconflict explain GRAPH --why-not ANCHOR [ANCHOR]"))
+        if args.graph is None:
+            raise InputError(Problem(Loc("explain"), "give the GRAPH before --why-not", "memconflict explain GRAPH --why-not a:0 b:1"))
+        return _why_not(args)
+    given = [a for a in (args.graph, args.node) if a is not None]
+    if args.report is not None:
+        if len(given) != 1 or args.passes is not None or args.option:
+            raise InputError(Problem(Loc("--report"), "with --report give only the NODE (the report records the run)",
+                                     "memconflict explain --report R.json NODE"))
+        from engine.report.saved import explain_saved, read_report
+        print(explain_saved(read_report(args.report), given[0], args.report))
+        return 0
+    if len(given) != 2:
+        raise InputError(Problem(Loc("explain"), "give the GRAPH and the NODE (or --report R.json NODE, or --why-not ANCHOR)",
+                                 "memconflict explain GRAPH NODE"))
     with Progress(sys.stderr, enabled=True) as progress:
         ctx, _ = run_graph(args, progress)
     for kind, text in getattr(ctx.model, "notes", ()):

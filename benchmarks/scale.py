@@ -108,6 +108,17 @@ def _short(n: int) -> str:
     return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1000}k" if n % 1000 == 0 else str(n)
 
 
+def _graph(cache: Path, n: int, fmt: str, hub: float) -> Path:
+    """gen_graph's cached file, generated in a child process: a 1M-node ModelDef takes
+    gigabytes, which this process would keep while the measured child runs."""
+    code = ("import sys; from pathlib import Path; from benchmarks.gen_graph import cached_graph; "
+            "print(cached_graph(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], dump_attrs=True, "
+            "hub=float(sys.argv[4])))")
+    res = subprocess.run([sys.executable, "-c", code, str(cache), str(n), fmt, str(hub)],
+                         capture_output=True, text=True, cwd=ROOT, check=True)
+    return Path(res.stdout.strip())
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="10000,100000,1000000")
@@ -122,12 +133,11 @@ def main(argv=None) -> int:
     if args.one:
         print(json.dumps(measure(Path(args.one), options)))
         return 0
-    from benchmarks.gen_graph import cached_graph
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     results = []
     for n in (int(s) for s in args.sizes.split(",")):
-        path = cached_graph(cache, n, args.format, dump_attrs=True, hub=args.hub)
+        path = _graph(cache, n, args.format, args.hub)
         cmd = [sys.executable, __file__, "--one", str(path)] + [f"--option={o}" for o in args.option or ()]
         res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         if res.returncode != 0:

@@ -185,7 +185,9 @@ def test_rule_edit_changes_the_answer(tmp_path, capsys):
     g = tmp_path / "g.yaml"
     g.write_text("graphs:\n  root:\n    nodes: {data: Data, out: NetOutput}\n    edges: [data -> out]\n")
     ans = why_not(capsys, g, "data:0", "out:0", passes="mem_rw_conflict", extra=("--rules", str(pack)))
-    assert [i["rule"] for i in ans["isolated_by"]] == ["rw/matrix"]
+    # the card names the typing rule that made the difference (Note [decisive typing rule]): the
+    # root Data typed Writeable; the flipped matrix cell is a step of it
+    assert [i["rule"] for i in ans["isolated_by"]] == ["rw/out/root-data"]
 
 
 def test_text_output_and_errors(capsys):

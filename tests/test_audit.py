@@ -198,3 +198,33 @@ REAL_IR = os.environ.get("MEMCONFLICT_OP_IR", "")
 def test_default_pack_is_clean_against_torch_npu(capsys):
     code, data, _ = audit(capsys, PACK, REAL_IR, "--fail-on", "findings")
     assert code == 0 and data["findings"] == [] and data["counts"]["excepted"] > 0
+
+
+def test_sarif_has_a_result_per_finding_and_exceptions_as_suppressions(tmp_path, capsys):
+    """`rules audit --sarif F`: valid SARIF 2.1.0; findings located in the pack with the IR
+    definition beside them; accepted exceptions suppressed with their reason."""
+    import jsonschema
+    schema = json.loads((ROOT / "tests" / "data" / "sarif-schema-2.1.0.json").read_text())
+    (tmp_path / "raw.py").write_text(RAW_OPS)
+    pack = small_pack(tmp_path, OPS, AUDIT)
+    _, data, _ = audit(capsys, pack, tmp_path / "raw.py")
+    unknown = sorted(f["op"] for f in data["findings"] if f["check"] == "unknown-op")
+    assert unknown
+    (pack / "audit.yaml").write_text(AUDIT.replace("exceptions: []", "exceptions:\n"
+                                     f"    - {{check: unknown-op, ops: {json.dumps(unknown)}, reason: GE-internal types}}\n"))
+    sarif = tmp_path / "a.sarif"
+    assert main(["rules", "audit", str(pack), "--op-ir", str(tmp_path / "raw.py"), "--sarif", str(sarif),
+                 "--json", str(tmp_path / "a.json")]) == 0
+    log = json.loads(sarif.read_text())
+    assert not list(jsonschema.Draft4Validator(schema).iter_errors(log))
+    run = log["runs"][0]
+    data = json.loads((tmp_path / "a.json").read_text())
+    open_ = [r for r in run["results"] if "suppressions" not in r]
+    suppressed = [r for r in run["results"] if "suppressions" in r]
+    assert len(open_) == len(data["findings"]) and len(suppressed) == len(data["excepted"]) == len(unknown)
+    assert all(s["suppressions"][0]["justification"] == "GE-internal types" for s in suppressed)
+    for r, f in zip(open_, data["findings"]):
+        phys = r["locations"][0]["physicalLocation"]
+        assert r["ruleId"] == f["check"] and f["loc"].split(":")[1] == str(phys["region"]["startLine"])
+        assert phys["artifactLocation"]["uriBaseId"] == "PACKROOT"
+    assert {r["id"] for r in run["tool"]["driver"]["rules"]} >= {r["ruleId"] for r in run["results"]}

@@ -27,6 +27,8 @@ def add_commands(sub) -> None:
     ra.add_argument("--op-ir", required=True, metavar="SOURCE",
                     help="torch-npu's auto_generated_ge_raw_ops.py (read as text) or a folder of REG_OP headers")
     ra.add_argument("--json", metavar="F", help="write the findings as JSON ('-': standard output)")
+    ra.add_argument("--sarif", metavar="F", help="write the findings as SARIF 2.1.0, accepted exceptions as suppressions "
+                    "('-': standard output)")
     ra.add_argument("--fail-on", choices=["findings"], help="exit 3 when a finding is not an accepted exception")
     ra.set_defaults(func=cmd_rules_audit)
 
@@ -58,11 +60,17 @@ def cmd_rules_audit(args) -> int:
 
     files = Outputs()
     files.claim("--json", args.json)
+    files.claim("--sarif", args.sarif)
     pack = load_pack(pack_dir(args.pack, "PACK"))
     result = audit(pack, read_op_ir(args.op_ir))
+    outputs = []
     if args.json:
-        files.write([(args.json, (json.dumps(result.to_json(), indent=1, ensure_ascii=False) + "\n").encode())])
-    if args.json != "-":
+        outputs.append((args.json, (json.dumps(result.to_json(), indent=1, ensure_ascii=False) + "\n").encode()))
+    if args.sarif:
+        from engine.report.sarif import build_audit_sarif, sarif_json
+        outputs.append((args.sarif, sarif_json(build_audit_sarif(result))))
+    files.write(outputs)
+    if "-" not in (args.json, args.sarif):
         print(render(result))
     else:
         sys.stderr.write(render(result).splitlines()[-1] + "\n")

@@ -336,3 +336,73 @@ def _first_sentence(doc: str) -> str:
     line = doc.strip().split("\n")[0]
     m = re.match(r"(.+?[.;])(\s|$)", line)
     return (m[1] if m else line).rstrip(".;")
+
+
+# ---- `rules audit`: the op registry against GE's op IR --------------------------------------
+AUDIT_RULES = {
+    "unknown-op": "An op the pack names that GE's op IR does not define",
+    "ref-not-written": "GE's IR writes an input in place (an output named like it), the pack's signature does not",
+    "written-not-ref": "The pack's signature writes an input that GE's IR does not write",
+    "port-count": "The pack's signature has another number of inputs or outputs than GE's IR",
+    "port-name": "A port of the pack's signature differs from GE's IR by name or kind",
+    "collective": "A collective of GE's IR registered with another engine than the pack's collective engine (or the reverse)",
+    "unused-exception": "An accepted exception of op_ir_audit that matches no finding",
+}
+
+
+def build_audit_sarif(a) -> dict:
+    """The SARIF log of `rules audit` (engine/passes/opaudit.py): a result per finding, located
+    on the pack side with the IR definition as a related location; an accepted exception is a
+    result with an in-source suppression citing its reason and where it is written."""
+    cwd = Path.cwd().resolve()
+    pack_dir = Path(a.pack.path).resolve()
+    artifacts: dict[tuple, int] = {}
+
+    def artifact(file: str) -> dict:
+        full = (Path(file) if Path(file).is_absolute() else cwd / file).resolve()
+        uri, base = _relative(full, pack_dir, PACK_BASE) or _relative(full, cwd, SRC_BASE) or (full.as_uri(), None)
+        idx = artifacts.setdefault((uri, base), len(artifacts))
+        return {"uri": uri, "index": idx, **({"uriBaseId": base} if base else {})}
+
+    def physical(loc) -> dict:
+        region = {"startLine": max(loc.line, 1)}
+        if loc.col > 0:
+            region["startColumn"] = loc.col
+        return {"artifactLocation": artifact(loc.file), "region": region}
+
+    rules = [{"id": check, "shortDescription": {"text": text}, "fullDescription": {"text": text},
+              "help": {"text": text + ". Fix the pack's op registry (ops.yaml) or accept it under op_ir_audit.exceptions "
+                       "with its reason (audit.yaml)."}} for check, text in AUDIT_RULES.items()]
+    index = {r["id"]: k for k, r in enumerate(rules)}
+    results = []
+    for f, excepted in [(f, False) for f in a.findings] + [(f, True) for f in a.excepted]:
+        result = {"ruleId": f.check, "ruleIndex": index[f.check], "level": "warning",
+                  "message": {"text": f.message},
+                  "locations": [{"physicalLocation": physical(f.loc),
+                                 "logicalLocations": [{"name": f.op, "fullyQualifiedName": f.op, "kind": "type"}]}]}
+        if f.ir_loc is not None:
+            result["relatedLocations"] = [{"id": 0, "message": {"text": f"{f.op} in GE's op IR"},
+                                           "physicalLocation": physical(f.ir_loc)}]
+        if excepted:
+            sup = {"kind": "inSource", "status": "accepted", "justification": f.reason}
+            if f.excepted_at is not None:
+                sup["location"] = {"physicalLocation": physical(f.excepted_at)}
+            result["suppressions"] = [sup]
+        results.append(result)
+    artifact_list = [None] * len(artifacts)
+    for (uri, base), idx in artifacts.items():
+        artifact_list[idx] = {"location": {"uri": uri, **({"uriBaseId": base} if base else {})}}
+    pack_uri = _relative(pack_dir, cwd, SRC_BASE)
+    bases = {SRC_BASE: {"uri": _dir_uri(cwd.as_uri()), "description": {"text": "the working directory"}},
+             PACK_BASE: ({"uri": _dir_uri(pack_uri[0]), "uriBaseId": SRC_BASE} if pack_uri else
+                         {"uri": _dir_uri(pack_dir.as_uri())})}
+    bases[PACK_BASE]["description"] = {"text": f"the rule pack folder audited ({a.pack.name} {a.pack.version})"}
+    run = {"tool": {"driver": {"name": "memconflict", "version": __version__, "semanticVersion": __version__,
+                               "informationUri": INFO_URI, "rules": rules}},
+           "automationDetails": {"id": "memconflict/rules-audit/"},
+           "invocations": [{"executionSuccessful": True}],
+           "originalUriBaseIds": bases, "artifacts": artifact_list, "results": results,
+           "columnKind": "unicodeCodePoints",
+           "properties": {"ir": {"source": a.ir.source, "ops": len(a.ir.ops)},
+                          "counts": {"findings": len(a.findings), "excepted": len(a.excepted)}}}
+    return {"$schema": SCHEMA_URI, "version": "2.1.0", "runs": [run]}

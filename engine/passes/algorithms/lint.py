@@ -493,9 +493,10 @@ class _Reach:
 
     def __init__(self, order: list[Node], pos: dict[Node, int], partners: dict[Node, set], control: bool,
                  budget: int | None = None, search: int | None = None):
-        """`budget`: node visits the sweeps may spend (the analysis budget, engine/passes/budget.py;
-        None: unbounded); the pairs of the chunks it cannot pay for are `unverified` and count as
-        not connected. `search`: edges each pair search may examine (default BUDGET; 0: sweeps only)."""
+        """`budget`: work units (edges the pair searches examine, nodes the sweeps visit) the
+        analysis may spend (the analysis budget, engine/passes/budget.py; None: unbounded); the
+        pairs it cannot pay for are `unverified` and count as not connected. `search`: edges
+        each pair search may examine (default BUDGET; 0: sweeps only)."""
         self.linked: set[tuple[Node, Node]] = set()
         self.unverified: set[tuple[Node, Node]] = set()
         self.needed = 0
@@ -505,13 +506,24 @@ class _Reach:
         unresolved: dict[Node, list[Node]] = {}
         for a, bs in later.items():
             for b in bs:
-                found = _search(a, b, pos, control, search, self) if search else None
+                left = None if budget is None else budget - self.work     # the searches spend the budget too
+                if left is not None and left <= 0:
+                    self.unverified.add((a, b))
+                    self.needed += 1                                      # at least one unit each
+                    continue
+                cap = search if left is None else min(search, left)
+                found = _search(a, b, pos, control, cap, self) if cap else None
                 if found:
                     self.linked.add((a, b))
                 elif found is None:
-                    unresolved.setdefault(a, []).append(b)
+                    if left is not None and self.work >= budget:
+                        self.unverified.add((a, b))
+                        self.needed += 1
+                    else:
+                        unresolved.setdefault(a, []).append(b)
+        self.needed += self.work
         sources = sorted(unresolved, key=pos.__getitem__)
-        spent = 0
+        spent = self.work
         for start in range(0, len(sources), CHUNK):
             chunk = sources[start:start + CHUNK]
             last = max(pos[b] for a in chunk for b in unresolved[a])

@@ -309,3 +309,61 @@ def write_overlay(folder: Path, ops: list, base: Path = ROOT / "rules" / "ge") -
     (folder / "pack.yaml").write_text(f'name: fz\nversion: "0.1.0"\nschema_version: 1\nbase: {rel}\n'
                                       f'include: [changes.yaml]\n', encoding="utf-8")
     (folder / "changes.yaml").write_text(dump({"overlay": ops}), encoding="utf-8")
+
+
+def check_dsl(text: str) -> Outcome:
+    """Parse, print back, type-check and compile `text` as a rule condition of the default
+    pack; the contract: that, or a located InputError (status 2)."""
+    from engine.core.errors import Collector, InputError, Loc
+    from engine.dsl.compiler import Compiler
+    from engine.dsl.parser import parse_expr
+    from engine.passes.catalog import load_pack
+
+    t0 = time.perf_counter()
+    problems, status, message = [], 0, ""
+    try:
+        e = parse_expr(text, Loc("rules/x.yaml", 3, 13))
+        if str(parse_expr(str(e))) != str(e):
+            problems.append(f"prints as {str(e)!r}, which parses to something else")
+        errors = Collector()
+        comp = Compiler(load_pack(None).scope(("node", "anchor")), errors)
+        comp.check(e, expect="bool", what="this condition")
+        errors.check()
+        comp.function(e, ("node", "anchor"))
+    except InputError as exc:
+        status, message = 2, exc.render()
+        if not re.match(r"rules/x\.yaml:\d+:\d+: error: ", message):
+            problems.append("error not located in the rule")
+    except BaseException as exc:            # noqa: BLE001 - a fuzz finding, reported
+        status, message = -1, f"{type(exc).__name__}: {exc}"
+        problems.append(f"raised {type(exc).__name__}")
+    seconds = time.perf_counter() - t0
+    if seconds > TIME_LIMIT:
+        problems.append(f"took {seconds:.1f} s")
+    return Outcome(status, message, seconds, problems)
+
+
+@st.composite
+def mutated_bytes(draw, seed: bytes, text: bool = False) -> bytes:
+    """`seed` with bytes flipped, cut, inserted or spans repeated (text: printable pieces)."""
+    b = bytearray(seed)
+    pieces = [x.encode() for x in ["{", "}", ":", '"', "\\", "\n", " ", "graph", "op", "attr", "-1", "99999999999999999999",
+                                   "nan", "\\377", "#"]]
+    for _ in range(draw(st.integers(1, 6))):
+        if not b:
+            break
+        i = draw(st.integers(0, len(b) - 1))
+        op = draw(st.sampled_from(["flip", "insert", "cut", "repeat", "delete"]))
+        if op == "flip":
+            b[i] = draw(st.integers(0, 255))
+        elif op == "insert":
+            b[i:i] = draw(st.sampled_from(pieces)) if text else bytes(draw(st.lists(st.integers(0, 255), min_size=1,
+                                                                                  max_size=8)))
+        elif op == "cut":
+            del b[i:]
+        elif op == "repeat":
+            n = draw(st.integers(1, 64))
+            b[i:i] = b[i:i + n] * draw(st.integers(1, 20))
+        else:
+            del b[i:i + draw(st.integers(1, 16))]
+    return bytes(b)

@@ -438,8 +438,12 @@ def model_to_yaml(model: Model) -> tuple[str, list[str]]:
             for key, descs in (("input_desc", n.op.input_desc), ("output_desc", n.op.output_desc)):
                 out = {}
                 for i, d in enumerate(descs):
-                    dd: dict[str, Any] = {"shape": list(d.shape.dim), "dtype": pb.DataType.Name(d.dtype),
-                                          "layout": d.layout}
+                    if d.dtype in pb.DataType.values():
+                        dtype = pb.DataType.Name(d.dtype)
+                    else:                   # a dump may hold a number the proto does not name
+                        dtype = "DT_UNDEFINED"
+                        dropped.append(f"{g.name}/{n.name}: {key} {i} dtype {d.dtype}")
+                    dd: dict[str, Any] = {"shape": list(d.shape.dim), "dtype": dtype, "layout": d.layout}
                     if d.size:
                         dd["size"] = d.size
                     if d.reuse_input:

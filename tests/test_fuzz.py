@@ -55,7 +55,7 @@ def test_corpus(name, tmp_path):
         _ok(F.run_cli(["convert", str(tmp_path / name), str(tmp_path / "c.yaml")], [tmp_path / "c.yaml"]))
         return
     first = o.stderr.splitlines()[0]
-    assert first.startswith(f"{tmp_path / name}:{where}: error: "), first
+    assert first.startswith(f"{tmp_path / name}{':' + where if where else ''}: error: "), first
     assert message in first
     assert time.perf_counter() - t0 < 10
 

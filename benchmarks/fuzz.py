@@ -36,7 +36,7 @@ class _Hang(Exception):
 
 
 def _alarm(signum, frame):
-    raise _Hang(f"no answer within {3 * F.TIME_LIMIT:.0f} s")
+    raise _Hang(f"no answer within {3 * F.PACK_TIME_LIMIT:.0f} s")
 
 
 class Stats:
@@ -70,7 +70,7 @@ def _fuzz_once(reader: str, stats: Stats, work: Path, deadline: float) -> None:
         def body(x):
             if time.monotonic() > deadline:
                 return
-            signal.alarm(int(3 * F.TIME_LIMIT))
+            signal.alarm(int(3 * F.PACK_TIME_LIMIT))
             try:
                 fn(x)
             finally:
@@ -103,7 +103,8 @@ def _fuzz_once(reader: str, stats: Stats, work: Path, deadline: float) -> None:
         def run(ops):
             F.write_overlay(work / "pack", ops)
             (work / "g").mkdir(exist_ok=True)
-            o = F.check_graph_text(F.dump(_PACK_GRAPH), work / "g", extra=["--rules", str(work / "pack")])
+            o = F.check_graph_text(F.dump(_PACK_GRAPH), work / "g", extra=["--rules", str(work / "pack")],
+                                   limit=F.PACK_TIME_LIMIT)
             stats.record(o, (work / "pack" / "changes.yaml").read_text(encoding="utf-8"), ".yaml")
     else:
         seed, suffix = (_BINARY, ".pb") if reader == "binary-dump" else (_TEXT, ".pbtxt")

@@ -363,12 +363,17 @@ def _build_graph(g: pb.GraphDef, specs: dict, data_in: dict, ctrl_in: dict, dflt
         if s["engine"]:
             set_attr(op.attr, ENGINE_ATTR, s["engine"])
         ops[name] = op
+    blank = pb.TensorDescriptor()               # a port the file says nothing about: the defaults
+    _desc(blank, None, dflt, "defaults", errors, Loc(""))
     for name, op in ops.items():
         s = specs[name]
-        for i in range(s["n_in"]):
-            _desc(op.input_desc.add(), s["in_desc"].get(i), dflt, f"node '{name}' input {i}", errors, s["loc"])
-        for i in range(s["n_out"]):
-            _desc(op.output_desc.add(), s["out_desc"].get(i), dflt, f"node '{name}' output {i}", errors, s["loc"])
+        for descs, n, given, side in ((op.input_desc, s["n_in"], s["in_desc"], "input"),
+                                      (op.output_desc, s["n_out"], s["out_desc"], "output")):
+            for i in range(n):
+                if i in given:
+                    _desc(descs.add(), given[i], dflt, f"node '{name}' {side} {i}", errors, s["loc"])
+                else:
+                    descs.add().CopyFrom(blank)
         write_port_names(op, *(list(v) if isinstance(v, list) else None for v in (s["ins"], s["outs"])))
         for i in range(s["n_in"]):
             if i in data_in[name]:

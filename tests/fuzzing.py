@@ -9,6 +9,7 @@ every run ends within a time bound.
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import re
 import time
@@ -182,14 +183,15 @@ def mutated_docs(draw, docs) -> dict:
         path = draw(st.sampled_from(sorted(paths, key=repr)))
         parent = _at(doc, path[:-1])
         op = draw(st.sampled_from(["replace", "replace", "remove", "add"]))
+        hostile = copy.deepcopy(draw(st.sampled_from(HOSTILE)))     # later edits must not change HOSTILE
         if op == "replace":
-            parent[path[-1]] = draw(st.sampled_from(HOSTILE))
+            parent[path[-1]] = hostile
         elif op == "remove":
             del parent[path[-1]]
         elif isinstance(parent, dict):
-            parent[draw(st.sampled_from(["bogus", "inputs", "type", 7, "attrs"]))] = draw(st.sampled_from(HOSTILE))
+            parent[draw(st.sampled_from(["bogus", "inputs", "type", 7, "attrs"]))] = hostile
         else:
-            parent.append(draw(st.sampled_from(HOSTILE)))
+            parent.append(hostile)
     return doc
 
 

@@ -9,6 +9,7 @@ every run ends within a time bound.
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import re
 import time
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(__file__).resolve().parent / "fuzz_corpus"
 TIME_LIMIT = 20.0          # seconds one command may take on a fuzz input (they are tiny)
+PACK_TIME_LIMIT = 60.0     # with a new pack: loading one takes 2-8 s on this shared machine
 _LOCATED = re.compile(r"^[^\s:][^:\n]*?(:\d+){0,2}: error: ")
 
 # Op types of the shipped pack a generated graph uses (tests may name GE ops; the engine may not).
@@ -37,9 +39,9 @@ class Outcome:
     problems: list[str] = field(default_factory=list)     # contract violations (empty: held)
 
 
-def run_cli(argv: list[str], outputs: list[Path]) -> Outcome:
+def run_cli(argv: list[str], outputs: list[Path], limit: float = TIME_LIMIT) -> Outcome:
     """Run `memconflict argv` in this process and check the contract; `outputs` are the
-    output files the command was asked to write."""
+    output files the command was asked to write, `limit` the time bound in seconds."""
     from engine.cli import main
 
     err, out = io.StringIO(), io.StringIO()
@@ -65,13 +67,13 @@ def run_cli(argv: list[str], outputs: list[Path]) -> Outcome:
         left = [str(p) for p in outputs if p.exists()]
         if left:
             o.problems.append(f"exit {status} but output written: {left}")
-    if seconds > TIME_LIMIT:
-        o.problems.append(f"took {seconds:.1f} s (limit {TIME_LIMIT:.0f} s)")
+    if seconds > limit:
+        o.problems.append(f"took {seconds:.1f} s (limit {limit:.0f} s)")
     return o
 
 
 def check_graph_text(text: str, folder: Path, name: str = "g.yaml", passes: str | None = None,
-                     extra: list[str] = ()) -> Outcome:
+                     extra: list[str] = (), limit: float = TIME_LIMIT) -> Outcome:
     """Write a graph file and run `memconflict run` on it with every output asked for."""
     for p in folder.iterdir():
         if p.is_file():
@@ -86,7 +88,7 @@ def check_graph_text(text: str, folder: Path, name: str = "g.yaml", passes: str 
             "--quiet", *extra]
     if passes:
         argv += ["--passes", passes]
-    return run_cli(argv, outs)
+    return run_cli(argv, outs, limit)
 
 
 # ---- valid YAML graphs --------------------------------------------------------------------
@@ -181,14 +183,15 @@ def mutated_docs(draw, docs) -> dict:
         path = draw(st.sampled_from(sorted(paths, key=repr)))
         parent = _at(doc, path[:-1])
         op = draw(st.sampled_from(["replace", "replace", "remove", "add"]))
+        hostile = copy.deepcopy(draw(st.sampled_from(HOSTILE)))     # later edits must not change HOSTILE
         if op == "replace":
-            parent[path[-1]] = draw(st.sampled_from(HOSTILE))
+            parent[path[-1]] = hostile
         elif op == "remove":
             del parent[path[-1]]
         elif isinstance(parent, dict):
-            parent[draw(st.sampled_from(["bogus", "inputs", "type", 7, "attrs"]))] = draw(st.sampled_from(HOSTILE))
+            parent[draw(st.sampled_from(["bogus", "inputs", "type", 7, "attrs"]))] = hostile
         else:
-            parent.append(draw(st.sampled_from(HOSTILE)))
+            parent.append(hostile)
     return doc
 
 
@@ -309,3 +312,61 @@ def write_overlay(folder: Path, ops: list, base: Path = ROOT / "rules" / "ge") -
     (folder / "pack.yaml").write_text(f'name: fz\nversion: "0.1.0"\nschema_version: 1\nbase: {rel}\n'
                                       f'include: [changes.yaml]\n', encoding="utf-8")
     (folder / "changes.yaml").write_text(dump({"overlay": ops}), encoding="utf-8")
+
+
+def check_dsl(text: str) -> Outcome:
+    """Parse, print back, type-check and compile `text` as a rule condition of the default
+    pack; the contract: that, or a located InputError (status 2)."""
+    from engine.core.errors import Collector, InputError, Loc
+    from engine.dsl.compiler import Compiler
+    from engine.dsl.parser import parse_expr
+    from engine.passes.catalog import load_pack
+
+    t0 = time.perf_counter()
+    problems, status, message = [], 0, ""
+    try:
+        e = parse_expr(text, Loc("rules/x.yaml", 3, 13))
+        if str(parse_expr(str(e))) != str(e):
+            problems.append(f"prints as {str(e)!r}, which parses to something else")
+        errors = Collector()
+        comp = Compiler(load_pack(None).scope(("node", "anchor")), errors)
+        comp.check(e, expect="bool", what="this condition")
+        errors.check()
+        comp.function(e, ("node", "anchor"))
+    except InputError as exc:
+        status, message = 2, exc.render()
+        if not re.match(r"rules/x\.yaml:\d+:\d+: error: ", message):
+            problems.append("error not located in the rule")
+    except BaseException as exc:            # noqa: BLE001 - a fuzz finding, reported
+        status, message = -1, f"{type(exc).__name__}: {exc}"
+        problems.append(f"raised {type(exc).__name__}")
+    seconds = time.perf_counter() - t0
+    if seconds > TIME_LIMIT:
+        problems.append(f"took {seconds:.1f} s")
+    return Outcome(status, message, seconds, problems)
+
+
+@st.composite
+def mutated_bytes(draw, seed: bytes, text: bool = False) -> bytes:
+    """`seed` with bytes flipped, cut, inserted or spans repeated (text: printable pieces)."""
+    b = bytearray(seed)
+    pieces = [x.encode() for x in ["{", "}", ":", '"', "\\", "\n", " ", "graph", "op", "attr", "-1", "99999999999999999999",
+                                   "nan", "\\377", "#"]]
+    for _ in range(draw(st.integers(1, 6))):
+        if not b:
+            break
+        i = draw(st.integers(0, len(b) - 1))
+        op = draw(st.sampled_from(["flip", "insert", "cut", "repeat", "delete"]))
+        if op == "flip":
+            b[i] = draw(st.integers(0, 255))
+        elif op == "insert":
+            b[i:i] = draw(st.sampled_from(pieces)) if text else bytes(draw(st.lists(st.integers(0, 255), min_size=1,
+                                                                                  max_size=8)))
+        elif op == "cut":
+            del b[i:]
+        elif op == "repeat":
+            n = draw(st.integers(1, 64))
+            b[i:i] = b[i:i + n] * draw(st.integers(1, 20))
+        else:
+            del b[i:i + draw(st.integers(1, 16))]
+    return bytes(b)

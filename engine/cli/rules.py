@@ -191,16 +191,19 @@ def _pack_functions(pack):
 def _pack_effects(f, funcs, seen=frozenset()) -> str:
     from engine.dsl.ast import Call, walk
     from engine.dsl.library import REGISTRY
-    found = "-"
-    for sub in walk(f.body):
-        if not isinstance(sub, Call):
-            continue
-        if sub.fn in funcs and sub.fn not in seen:
-            eff = _pack_effects(funcs[sub.fn], funcs, seen | {f.name})
-        else:
+    found, todo, visited = "-", [f.body], {f.name} | set(seen)     # each reachable function once
+    while todo:
+        for sub in walk(todo.pop()):
+            if not isinstance(sub, Call):
+                continue
+            if sub.fn in funcs:
+                if sub.fn not in visited:
+                    visited.add(sub.fn)
+                    todo.append(funcs[sub.fn].body)
+                continue
             eff = REGISTRY[sub.fn].effects if sub.fn in REGISTRY else ""
-        if eff == "edits":
-            return eff
-        if eff == "fails":
-            found = eff
+            if eff == "edits":
+                return eff
+            if eff == "fails":
+                found = eff
     return found

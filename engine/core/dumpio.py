@@ -58,8 +58,11 @@ def parse_text(text: bytes, file: str) -> pb.ModelDef:
         res = _protoc("encode", text)
         if res.returncode == 0:
             model = pb.ModelDef()
-            model.ParseFromString(res.stdout)
-            return model
+            try:
+                model.ParseFromString(res.stdout)
+                return model
+            except DecodeError:
+                pass            # protoc takes a string's \ooo bytes as given; Python's parser locates them
         err = res.stderr.decode("utf-8", "replace")
         m = _PROTOC_ERR.search(err)
         if m:
@@ -72,8 +75,9 @@ def parse_text(text: bytes, file: str) -> pb.ModelDef:
     model = pb.ModelDef()
     try:
         text_format.Parse(text.decode("utf-8"), model)
-    except UnicodeDecodeError:
-        raise InputError(Problem(Loc(file), "not a text-format dump (not UTF-8)", "name binary ModelDef files *.pb")) from None
+    except UnicodeDecodeError as exc:
+        at = Loc(file, text.count(b"\n", 0, exc.start) + 1, exc.start - text.rfind(b"\n", 0, exc.start))
+        raise InputError(Problem(at, "not a text-format dump (not UTF-8)", "name binary ModelDef files *.pb")) from None
     except text_format.ParseError as exc:
         line, col = exc.GetLine() or 0, exc.GetColumn() or 0
         msg = str(exc).split(" : ", 1)[-1]

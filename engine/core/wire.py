@@ -24,6 +24,25 @@ def _varint(data: bytes, pos: int, end: int) -> tuple[int | None, int]:
     return None, pos
 
 
+_LENGTH_TYPES = {FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES, FieldDescriptor.TYPE_MESSAGE,
+                 FieldDescriptor.TYPE_GROUP}
+_FIXED = {FieldDescriptor.TYPE_FIXED32: 4, FieldDescriptor.TYPE_SFIXED32: 4, FieldDescriptor.TYPE_FLOAT: 4,
+          FieldDescriptor.TYPE_FIXED64: 8, FieldDescriptor.TYPE_SFIXED64: 8, FieldDescriptor.TYPE_DOUBLE: 8}
+
+
+def _packed_error(data: bytes, pos: int, end: int, ftype: int) -> int | None:
+    """Where a packed run of scalars breaks (a varint or fixed value past its end), or None."""
+    if ftype in _FIXED:
+        size = _FIXED[ftype]
+        return None if (end - pos) % size == 0 else end - (end - pos) % size
+    while pos < end:
+        start = pos
+        value, pos = _varint(data, pos, end)
+        if value is None:
+            return start
+    return None
+
+
 def first_error(data: bytes, desc: Descriptor) -> tuple[int, str] | None:
     """(offset, problem) of the first unreadable field of `data` as a `desc`, or None."""
     # a frame: (end offset, descriptor or None for unknown bytes, group number or 0)
@@ -72,6 +91,10 @@ def first_error(data: bytes, desc: Descriptor) -> tuple[int, str] | None:
                     data[body:pos].decode("utf-8")
                 except UnicodeDecodeError as exc:
                     return body + exc.start, f"{name}: string is not valid UTF-8"
+            elif field is not None and field.is_repeated and field.type not in _LENGTH_TYPES:
+                bad = _packed_error(data, body, pos, field.type)
+                if bad is not None:
+                    return bad, f"{name}: packed values cut short"
         elif wt == 3:
             if len(stack) > MAX_NESTING:
                 return start, f"groups nested more than {MAX_NESTING} levels deep"

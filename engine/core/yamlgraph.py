@@ -367,12 +367,17 @@ def _build_graph(g: pb.GraphDef, specs: dict, data_in: dict, ctrl_in: dict, dflt
         if s["engine"]:
             set_attr(op.attr, ENGINE_ATTR, s["engine"])
         ops[name] = op
+    blank = pb.TensorDescriptor()               # a port the file says nothing about: the defaults
+    _desc(blank, None, dflt, "defaults", errors, Loc(""))
     for name, op in ops.items():
         s = specs[name]
-        for i in range(s["n_in"]):
-            _desc(op.input_desc.add(), s["in_desc"].get(i), dflt, f"node '{name}' input {i}", errors, s["loc"])
-        for i in range(s["n_out"]):
-            _desc(op.output_desc.add(), s["out_desc"].get(i), dflt, f"node '{name}' output {i}", errors, s["loc"])
+        for descs, n, given, side in ((op.input_desc, s["n_in"], s["in_desc"], "input"),
+                                      (op.output_desc, s["n_out"], s["out_desc"], "output")):
+            for i in range(n):
+                if i in given:
+                    _desc(descs.add(), given[i], dflt, f"node '{name}' {side} {i}", errors, s["loc"])
+                else:
+                    descs.add().CopyFrom(blank)
         write_port_names(op, *(list(v) if isinstance(v, list) else None for v in (s["ins"], s["outs"])))
         for i in range(s["n_in"]):
             if i in data_in[name]:
@@ -442,8 +447,12 @@ def model_to_yaml(model: Model) -> tuple[str, list[str]]:
             for key, descs in (("input_desc", n.op.input_desc), ("output_desc", n.op.output_desc)):
                 out = {}
                 for i, d in enumerate(descs):
-                    dd: dict[str, Any] = {"shape": list(d.shape.dim), "dtype": pb.DataType.Name(d.dtype),
-                                          "layout": d.layout}
+                    if d.dtype in pb.DataType.values():
+                        dtype = pb.DataType.Name(d.dtype)
+                    else:                   # a dump may hold a number the proto does not name
+                        dtype = "DT_UNDEFINED"
+                        dropped.append(f"{g.name}/{n.name}: {key} {i} dtype {d.dtype}")
+                    dd: dict[str, Any] = {"shape": list(d.shape.dim), "dtype": dtype, "layout": d.layout}
                     if d.size:
                         dd["size"] = d.size
                     if d.reuse_input:

@@ -73,7 +73,9 @@ def ref_chain_reverse(sym, anchor: OutAnchor | None) -> list[OutAnchor]:
 
 def dtype(anchor) -> str | None:
     d = None if anchor is None else anchor.desc
-    return None if d is None else pb.DataType.Name(d.dtype)
+    if d is None or d.dtype not in pb.DataType.values():
+        return None                 # no descriptor, or a dtype number the proto does not name
+    return pb.DataType.Name(d.dtype)
 
 
 def op_field(node, field: str) -> list:

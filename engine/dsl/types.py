@@ -530,13 +530,22 @@ class TypeChecker:
         template = getattr(prim, "template", None)
         if template is None:
             return getattr(prim, "effects", "")
-        found = ""
-        for sub in A.walk(template[1]):
-            if isinstance(sub, A.Call) and sub.fn in self.scope.functions and sub.fn not in seen:
-                eff = self.effects_of(self.scope.functions[sub.fn], seen | {prim.name})
-                if eff == "edits":
-                    return eff
-                found = found or eff
+        # every pack function it reaches, each once, without recursion (Note [no recursion])
+        found, todo, visited = "", [template[1]], {prim.name} | set(seen)
+        while todo:
+            for sub in A.walk(todo.pop()):
+                if not isinstance(sub, A.Call) or sub.fn not in self.scope.functions:
+                    continue
+                callee = self.scope.functions[sub.fn]
+                body = getattr(callee, "template", None)
+                if body is None:
+                    eff = getattr(callee, "effects", "")
+                    if eff == "edits":
+                        return eff
+                    found = found or eff
+                elif sub.fn not in visited:
+                    visited.add(sub.fn)
+                    todo.append(body[1])
         return found
 
     def _instantiate(self, prim, template, args: list[Type], e) -> Type:

@@ -8,6 +8,16 @@ from typing import Any
 from engine.core.errors import Loc, positional_pickle
 
 
+# Note [size limits]: the transformer, the type checker and Python's compiler of the
+# generated code all recurse, and Python's parser stops at 200 nested parentheses (the
+# generated code opens at most two per level). So an expression may nest MAX_DEPTH
+# levels (far above the shipped packs' deepest, 12), checked on the parse tree without
+# recursion before anything else walks it (engine/dsl/grammar.py); integer literals are
+# GE int64 attribute values.
+MAX_DEPTH = 60
+INT64_MAX = 2 ** 63 - 1
+
+
 # ---- AST ------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Expr:

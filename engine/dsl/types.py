@@ -239,7 +239,7 @@ def comparable(a: Type, b: Type) -> bool:
 
 
 # ---- the checker ----------------------------------------------------------------------------------
-MAX_DEPTH = 100        # nesting levels of one expression (engine/dsl/parser.py enforces it)
+MAX_DEPTH = 100        # nesting levels of one expression (engine/dsl/grammar.py enforces it)
 EDIT_WHERE = "graph edits are allowed only in a rewrite rule's `do:` list (and a rule set's `once:`)"
 
 

@@ -29,7 +29,9 @@ def is_text(data: bytes) -> bool:
     try:
         head.decode("utf-8")
     except UnicodeDecodeError as exc:
-        if exc.start < len(head) - 4:      # not just a character cut at 4096
+        # not just a character cut at 4096: text only if no control byte says binary (a text dump
+        # may carry raw non-UTF-8 bytes in a string; its reader then names the first one)
+        if exc.start < len(head) - 4 and any(b < 0x20 and b not in b"\t\n\r\f\v" for b in head):
             return False
     stripped = head.lstrip()
     return not stripped or stripped[:1].isalpha() or stripped[:1] == b"#"

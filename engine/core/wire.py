@@ -12,7 +12,8 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 MAX_NESTING = 100          # protobuf's default recursion limit, which its parser enforces
 
 
-def _varint(data: bytes, pos: int, end: int) -> tuple[int | None, int]:
+def read_varint(data: bytes, pos: int, end: int) -> tuple[int | None, int]:
+    """(value, position after it), or (None, position reached) for a varint cut short or too long."""
     value = shift = 0
     while pos < end and shift < 70:
         b = data[pos]
@@ -37,7 +38,7 @@ def _packed_error(data: bytes, pos: int, end: int, ftype: int) -> int | None:
         return None if (end - pos) % size == 0 else end - (end - pos) % size
     while pos < end:
         start = pos
-        value, pos = _varint(data, pos, end)
+        value, pos = read_varint(data, pos, end)
         if value is None:
             return start
     return None
@@ -58,7 +59,7 @@ def first_error(data: bytes, desc: Descriptor) -> tuple[int, str] | None:
             stack.pop()
             continue
         start = pos
-        key, pos = _varint(data, pos, end)
+        key, pos = read_varint(data, pos, end)
         if key is None:
             return start, "truncated field key"
         num, wt = key >> 3, key & 7
@@ -67,7 +68,7 @@ def first_error(data: bytes, desc: Descriptor) -> tuple[int, str] | None:
         if num == 0:
             return start, "field number 0"
         if wt == 0:
-            value, pos = _varint(data, pos, end)
+            value, pos = read_varint(data, pos, end)
             if value is None:
                 return start, f"{name}: truncated varint"
         elif wt in (1, 5):
@@ -75,7 +76,7 @@ def first_error(data: bytes, desc: Descriptor) -> tuple[int, str] | None:
             if pos > end:
                 return start, f"{name}: truncated {64 if wt == 1 else 32}-bit value"
         elif wt == 2:
-            n, body = _varint(data, pos, end)
+            n, body = read_varint(data, pos, end)
             if n is None:
                 return start, f"{name}: truncated length"
             if body + n > end:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from engine.core.wire import read_varint
+
 FORMATS = ("ge", "tensorflow", "onnx", "caffe")
 _TOP_KEY = re.compile(rb"^([A-Za-z_][A-Za-z0-9_]*)\s*[:{]", re.M)
 _ONNX_KEYS = {b"ir_version", b"opset_import", b"producer_name", b"producer_version", b"model_version"}
@@ -43,20 +45,20 @@ def top_fields(data: bytes, limit: int = 64) -> list[tuple[int, int]] | None:
     out = []
     pos, end = 0, len(data)
     while pos < end and len(out) < limit:
-        key, pos = _varint(data, pos)
+        key, pos = read_varint(data, pos, end)
         if key is None:
             return None
         num, wire = key >> 3, key & 7
         if num == 0:
             return None
         if wire == 0:
-            _, pos = _varint(data, pos)
-            if pos is None:
+            value, pos = read_varint(data, pos, end)
+            if value is None:
                 return None
         elif wire == 1:
             pos += 8
         elif wire == 2:
-            n, pos = _varint(data, pos)
+            n, pos = read_varint(data, pos, end)
             if n is None:
                 return None
             pos += n
@@ -68,18 +70,6 @@ def top_fields(data: bytes, limit: int = 64) -> list[tuple[int, int]] | None:
             return None
         out.append((num, wire))
     return out
-
-
-def _varint(data: bytes, pos: int):
-    shift, value = 0, 0
-    while pos < len(data) and shift < 64:
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-    return None, None
 
 
 def detect(data: bytes) -> tuple[str | None, bool, str]:

@@ -371,3 +371,13 @@ def test_pack_overlays(tmp_path_factory, ops):
     o = F.check_graph_text(call_chain(2), d / "g", passes="mem_rw_conflict,subgraph",
                            extra=["--rules", str(d / "pack")], limit=F.PACK_TIME_LIMIT)
     _ok(o)
+
+
+def test_a_field_number_above_protobufs_largest_is_located(tmp_path):
+    """Found by benchmarks/fuzz.py (binary-dump, 25 min): a key whose field number is above
+    2^29 - 1 is what protobuf calls corrupt; the error names byte 0."""
+    g = tmp_path / "g.pb"
+    g.write_bytes(bytes.fromhex("a0c7fef2b5fe1001"))
+    o = F.run_cli(["convert", "--from", "ge", str(g), str(tmp_path / "g.yaml")], [tmp_path / "g.yaml"])
+    assert o.status == 2
+    assert "malformed binary GE dump at byte 0: field number 9339067430004 is above protobuf's largest" in o.stderr

@@ -10,6 +10,7 @@ from __future__ import annotations
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 MAX_NESTING = 100          # protobuf's default recursion limit, which its parser enforces
+MAX_FIELD_NUMBER = 2 ** 29 - 1   # protobuf's largest field number; a key above it is corrupt
 
 
 def read_varint(data: bytes, pos: int, end: int) -> tuple[int | None, int]:
@@ -67,6 +68,8 @@ def first_error(data: bytes, desc: Descriptor) -> tuple[int, str] | None:
         name = f"field {num}" + (f" ('{field.name}' of {d.name})" if field is not None else "")
         if num == 0:
             return start, "field number 0"
+        if num > MAX_FIELD_NUMBER:
+            return start, f"field number {num} is above protobuf's largest ({MAX_FIELD_NUMBER})"
         if wt == 0:
             value, pos = read_varint(data, pos, end)
             if value is None:

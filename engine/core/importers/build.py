@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from google.protobuf import text_format
+from google.protobuf.message import DecodeError
+
 from engine.core.attrs import set_attr
+from engine.core.errors import InputError, Loc, Problem
 from engine.proto import ge_ir_pb2 as pb
 
 
@@ -106,3 +110,25 @@ def model_def(name: str, graphs: list[tuple[str, list[pb.OpDef]]]) -> pb.ModelDe
         g = m.graph.add(name=gname)
         g.op.extend(ops)
     return m
+
+
+def parse_proto(msg, data: bytes, text: bool, file: str, what: str, text_hint: str, binary_hint: str,
+                unknown_fields: bool = True, not_utf8: tuple[str, str] | None = None):
+    """`msg` read from a model file's bytes, text format or binary, every error located:
+    `malformed WHAT: ...` at the text's line and column, or at the file. `not_utf8` is the
+    (message, hint) for a text file that is not UTF-8 (default: a malformed-WHAT error)."""
+    try:
+        if text:
+            text_format.Parse(data.decode("utf-8"), msg, allow_unknown_field=unknown_fields)
+        else:
+            msg.ParseFromString(data)
+    except text_format.ParseError as exc:
+        raise InputError(Problem(Loc(file, exc.GetLine() or 0, exc.GetColumn() or 0),
+                                 f"malformed {what}: {str(exc).split(' : ', 1)[-1]}", text_hint)) from None
+    except UnicodeDecodeError as exc:
+        if not_utf8 is not None:
+            raise InputError(Problem(Loc(file), *not_utf8)) from None
+        raise InputError(Problem(Loc(file), f"malformed {what}: {exc}", binary_hint)) from None
+    except DecodeError as exc:
+        raise InputError(Problem(Loc(file), f"malformed {what}: {exc}", binary_hint)) from None
+    return msg

@@ -11,11 +11,8 @@ The weights (.caffemodel blobs) are not read (noted).
 """
 from __future__ import annotations
 
-from google.protobuf import text_format
-from google.protobuf.message import DecodeError
-
 from engine.core.errors import Collector, InputError, Loc, Problem
-from engine.core.importers.build import OpBuilder, model_def, to_opdefs
+from engine.core.importers.build import OpBuilder, model_def, parse_proto, to_opdefs
 from engine.core.importers.tables import Tables, ir_with_pack
 from engine.core.schema import Reader
 from engine.proto import caffe_net_pb2 as cf
@@ -24,19 +21,8 @@ DIMS_PER_INPUT = 4          # parser::DIM_DEFAULT_SIZE
 
 
 def parse_net(data: bytes, text: bool, file: str) -> cf.NetParameter:
-    net = cf.NetParameter()
-    try:
-        if text:
-            text_format.Parse(data.decode("utf-8"), net, allow_unknown_field=True)
-        else:
-            net.ParseFromString(data)
-    except text_format.ParseError as exc:
-        raise InputError(Problem(Loc(file, exc.GetLine() or 0, exc.GetColumn() or 0),
-                                 f"malformed Caffe network: {str(exc).split(' : ', 1)[-1]}",
-                                 "the file must be a Caffe NetParameter (.prototxt)")) from None
-    except (DecodeError, UnicodeDecodeError) as exc:
-        raise InputError(Problem(Loc(file), f"malformed Caffe network: {exc}", "the file must be a Caffe NetParameter")) from None
-    return net
+    return parse_proto(cf.NetParameter(), data, text, file, "Caffe network",
+                       "the file must be a Caffe NetParameter (.prototxt)", "the file must be a Caffe NetParameter")
 
 
 def read_config(tables: Tables) -> tuple:

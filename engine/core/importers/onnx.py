@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import heapq
 
-from google.protobuf import text_format
-from google.protobuf.message import DecodeError
-
 from engine.core.errors import Collector, InputError, Loc, Problem
-from engine.core.importers.build import OpBuilder, model_def, to_opdefs
+from engine.core.importers.build import OpBuilder, model_def, parse_proto, to_opdefs
 from engine.core.importers.tables import Tables, ir_with_pack, names
 from engine.core.schema import Reader
 from engine.proto import ge_ir_pb2 as pb
@@ -41,20 +38,8 @@ def ge_dtype(elem: int) -> int:
 
 
 def parse_model(data: bytes, text: bool, file: str) -> ox.ModelProto:
-    m = ox.ModelProto()
-    try:
-        if text:
-            text_format.Parse(data.decode("utf-8"), m, allow_unknown_field=True)
-        else:
-            m.ParseFromString(data)
-    except text_format.ParseError as exc:
-        raise InputError(Problem(Loc(file, exc.GetLine() or 0, exc.GetColumn() or 0),
-                                 f"malformed ONNX model: {str(exc).split(' : ', 1)[-1]}",
-                                 "the file must be a text-format onnx.ModelProto")) from None
-    except (DecodeError, UnicodeDecodeError) as exc:
-        raise InputError(Problem(Loc(file), f"malformed ONNX model: {exc}",
-                                 "the file must be a serialized onnx.ModelProto (.onnx)")) from None
-    return m
+    return parse_proto(ox.ModelProto(), data, text, file, "ONNX model", "the file must be a text-format onnx.ModelProto",
+                       "the file must be a serialized onnx.ModelProto (.onnx)")
 
 
 class OnnxConfig:

@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import struct
 
-from google.protobuf import text_format
-from google.protobuf.message import DecodeError
-
-from engine.core.errors import Collector, InputError, Loc, Problem
-from engine.core.importers.build import OpBuilder, model_def, to_opdefs
+from engine.core.errors import Collector, Loc
+from engine.core.importers.build import OpBuilder, model_def, parse_proto, to_opdefs
 from engine.core.importers.tables import IrOp, Tables, ir_with_pack, names
 from engine.core.schema import Reader
 from engine.proto import ge_ir_pb2 as pb
@@ -60,24 +57,10 @@ def _ge_dtype(tf_type: int) -> int:
 
 
 def parse_graphdef(data: bytes, file: str, text: bool) -> tf.GraphDef:
-    gd = tf.GraphDef()
-    if text:
-        try:
-            text_format.Parse(data.decode("utf-8"), gd)
-        except UnicodeDecodeError:
-            raise InputError(Problem(Loc(file), "not a text GraphDef (not UTF-8)", "binary GraphDefs end in .pb")) from None
-        except text_format.ParseError as exc:
-            msg = str(exc).split(" : ", 1)[-1]
-            raise InputError(Problem(Loc(file, exc.GetLine() or 0, exc.GetColumn() or 0),
-                                     f"malformed TensorFlow GraphDef: {msg}",
-                                     "the file must be a text-format tensorflow.GraphDef (tf.io.write_graph(..., as_text=True))")) from None
-        return gd
-    try:
-        gd.ParseFromString(data)
-    except DecodeError as exc:
-        raise InputError(Problem(Loc(file), f"malformed TensorFlow GraphDef: {exc}",
-                                 "the file must be a serialized tensorflow.GraphDef (a frozen .pb)")) from None
-    return gd
+    return parse_proto(tf.GraphDef(), data, text, file, "TensorFlow GraphDef",
+                       "the file must be a text-format tensorflow.GraphDef (tf.io.write_graph(..., as_text=True))",
+                       "the file must be a serialized tensorflow.GraphDef (a frozen .pb)", unknown_fields=False,
+                       not_utf8=("not a text GraphDef (not UTF-8)", "binary GraphDefs end in .pb"))
 
 
 class TfConfig:

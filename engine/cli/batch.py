@@ -127,31 +127,29 @@ def cmd_run_many(args) -> int:
               "from_format": getattr(args, "from_format", None), "runtime": bool(getattr(args, "runtime", False)),
               "times": bool(getattr(args, "times", False)),
               "out_dir": args.out_dir, "html": bool(args.html)} for g in graphs]
-    quiet = args.quiet
     results = []
     worst = 0
-    if True:
-        for k, res in enumerate(map_ordered(run_one, tasks, jobs, args.scheduler), 1):
-            if res["outputs"]:
-                try:
-                    files.write([(os.path.join(args.out_dir, n), data) for n, data in res["outputs"]])
-                except OutputError as exc:
-                    res.update(status=2, message=exc.render())
-            res["outputs"] = [n for n, _ in res.pop("outputs")] if res["status"] in (0, 3) else []
-            results.append(res)
-            worst = min((worst, res["status"]), key=SEVERITY.index)
-            if res["message"]:
-                sys.stderr.write(res["message"].rstrip("\n") + "\n")
-            if not quiet:
-                sys.stderr.write(f"memconflict: [{k}/{len(tasks)}] {res['graph']}: {_status_word(res)}, "
-                                 f"{res['inserted']} inserted, {res['removed']} removed, "
-                                 f"{res['diagnostics']} diagnostic(s) ({res['seconds']:.2f} s)\n")
+    for k, res in enumerate(map_ordered(run_one, tasks, jobs, args.scheduler), 1):
+        if res["outputs"]:
+            try:
+                files.write([(os.path.join(args.out_dir, n), data) for n, data in res["outputs"]])
+            except OutputError as exc:
+                res.update(status=2, message=exc.render())
+        res["outputs"] = [n for n, _ in res.pop("outputs")] if res["status"] in (0, 3) else []
+        results.append(res)
+        worst = min((worst, res["status"]), key=SEVERITY.index)
+        if res["message"]:
+            sys.stderr.write(res["message"].rstrip("\n") + "\n")
+        if not args.quiet:
+            sys.stderr.write(f"memconflict: [{k}/{len(tasks)}] {res['graph']}: {_status_word(res)}, "
+                             f"{res['inserted']} inserted, {res['removed']} removed, "
+                             f"{res['diagnostics']} diagnostic(s) ({res['seconds']:.2f} s)\n")
     if args.out_dir is not None:
         doc = {"memconflict": _version(), "pack": display_path(folder),
                "graphs": [{k: v for k, v in r.items() if k != "seconds"} for r in results]}
         files.write([(os.path.join(args.out_dir, "index.json"),
                       (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())])
-    if not quiet:
+    if not args.quiet:
         counts = {s: sum(1 for r in results if r["status"] == s) for s in SEVERITY}
         print(f"memconflict: {len(results)} graph(s): " + ", ".join(
             f"{n} {_STATUS[s]}" for s, n in counts.items() if n), file=files.text_stream())

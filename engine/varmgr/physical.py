@@ -7,7 +7,7 @@ can read an `_init_value` back. Nothing here touches real memory.
 # `mgr` arguments are the VarManager (engine/varmgr/manager.py imports this module, not the reverse).
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from engine.varmgr.policy import Allocator
 from engine.varmgr.records import Status, VarDevAddr, VarError
@@ -168,7 +168,7 @@ def get_var_memory_addr(mgr, logic: int, mem_type: int, device: int = 0,
     if not dev:
         return None                                   # "Malloc var caching mem failed"
     mgr.var_malloc_mem_size += size
-    entry = replace(entry, dev_addr=dev)
+    entry = entry._replace(dev_addr=dev)
     dmap[entry.logic_addr] = entry
     if graph_name:
         stat = mgr.graph_var_mem_statistic.setdefault(graph_name, {"alloc": 0, "shared": 0, "addrs": set()})
@@ -224,5 +224,5 @@ def free_var_memory(mgr) -> None:
                 if entry.dev_addr and not entry.is_extern_mem:
                     if mgr.expandable_allocator is None:
                         mgr.mem_manager.free(entry.dev_addr)
-                    dmap[logic] = replace(entry, dev_addr=0)
+                    dmap[logic] = entry._replace(dev_addr=0)
     mgr.var_malloc_mem_size = 0

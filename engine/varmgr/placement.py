@@ -33,6 +33,7 @@ class PlanEntry(NamedTuple):
     offset: int           # address - logic base for offset-allocated memory, else the address
     footprint: int        # logical bytes of the new block (0 when the address was reused)
     decision: str         # "new block", a reuse rule id, or "already placed"
+    op_type: str = ""     # the node's type
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +146,7 @@ def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
             spec = policy.mem_type_by_rt(typ)
             type_name = type_names[typ] = spec.name if spec else str(typ)
         append(PlanEntry(graph_id, node.graph.name, node.name, name, key, type_name, size, address,
-                         address - base if typ == hbm else address, footprint, decision))
+                         address - base if typ == hbm else address, footprint, decision, node.type))
     return out
 
 

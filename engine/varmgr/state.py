@@ -20,7 +20,7 @@ from pathlib import Path
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
-from engine.core.attrs import set_attr, typed_attr
+from engine.core.attrs import set_attr
 from engine.core.errors import InputError, Loc, Problem, display_path
 from engine.proto import var_manager_pb2 as vpb
 from engine.varmgr.desc import DescCache, TensorDesc, desc_to_proto

@@ -15,7 +15,7 @@ import pytest
 from engine.cli import main
 from engine.core.dumpio import save_model
 from engine.varmgr import VarManagerPool
-from engine.varmgr.loading import ExpandableAllocator, SessionAllocators, memory_mode
+from engine.varmgr.loading import ExpandableAllocator, memory_mode
 from engine.varmgr.policy_load import default_policy
 
 from .conftest import desc
@@ -103,15 +103,6 @@ def test_huge_page_only_fails_past_the_devices_huge_pages_first_falls_back():
     assert (first.mapped_pages, first.fallback_pages) == (3, 1)   # the third page is 2M-typed
 
 
-def test_session_allocators_one_per_session_and_device():
-    allocs = SessionAllocators()
-    m = mode()
-    a = allocs.get(1, 0, m, GiB)
-    assert allocs.get(1, 0, m, GiB) is a
-    b, c = allocs.get(1, 1, m, GiB), allocs.get(2, 0, m, GiB)
-    assert len({a.base, b.base, c.base}) == 3
-
-
 # ---- GetVarMemoryAddr with the allocator (VarManager level) -----------------------------
 def _session(options=None):
     from engine.varmgr.session import open_session
@@ -144,14 +135,6 @@ def test_huge_page_only_without_any_allocator_returns_nullptr():
     assert vm.get_var_memory_addr(BASE, 2) is None
 
 
-def test_device_malloc_per_device():
-    from engine.varmgr.physical import DEVICE_BASE, DEVICE_STRIDE, DeviceMemory
-    mem = DeviceMemory()
-    assert mem.malloc(2, "p", 100, 0) == DEVICE_BASE
-    assert mem.malloc(2, "p", 100, 3) == DEVICE_BASE + 3 * DEVICE_STRIDE
-    assert mem.malloc(2, "p", 100, 0) == DEVICE_BASE + 512
-
-
 # ---- through the command line ---------------------------------------------------------------
 @pytest.fixture
 def graph(tmp_path):
@@ -176,35 +159,6 @@ def test_plan_json_shows_the_memory_mode(graph, tmp_path):
     assert doc["memory_mode"] == {"static_memory_policy": "3", "static_extend": False, "dynamic_extend": True,
                                   "huge_page": "none", "page_size": 8 * MiB, "device_memory": 32 * GiB,
                                   "huge_pages": None}
-
-
-def test_load_on_two_devices_ready_and_loaded_flags(graph, tmp_path, capsys):
-    doc = _plan(tmp_path, [graph, "--plan-only", "--load-device", "0", "--load-device", "1",
-                           "--memory-size", str(GiB)])
-    loads = {(l["device"], v["node"]): v for l in doc["loads"] for v in l["variables"]}
-    # constants: the second shares the first one's block (identical weights), so the load skips it
-    assert loads[(0, "c1")]["action"] == "weight copied"
-    assert loads[(0, "c2")]["action"] == "loaded: shares the weight of an earlier constant"
-    assert loads[(1, "c1")]["action"] == "weight copied"          # loaded flags are per device
-    assert loads[(0, "fc")]["action"] == "loaded from file"
-    # VarManager keeps the first allocator it gets (device 0's) for every device
-    a0 = doc["devices"]["0"]["allocators"][0]
-    assert doc["var_memory_allocator"] == a0["base"]
-    assert loads[(0, "w")]["dev_addr"] == a0["base"] + 512
-    assert doc["devices"]["1"]["allocators"][0]["used"] == 0
-    assert doc["devices"]["0"]["ready"] == ["fc2_0"]
-    assert doc["devices"]["1"]["ready"] == ["fc2_0"]
-    # CheckAndSetVarLoaded returns before SetVarLoaded when the offset is loaded: c2 is not recorded
-    assert [n for n, _ in doc["devices"]["0"]["loaded"]] == ["c1"]
-    assert doc["devices"]["0"]["allocators"][0]["used"] == 2 * 3 * 1536   # both devices, 3 blocks each
-    assert a0["page_size"] == 2 * MiB and a0["virtual_size"] == GiB
-    assert "graph 0 loaded on device 1: 4 of 4 variables have device memory" in capsys.readouterr().out
-
-
-def test_second_graph_file_constant_is_ready(graph, tmp_path):
-    doc = _plan(tmp_path, [graph, graph, "--plan-only", "--load-device", "0"])
-    second = [v for l in doc["loads"] if l["graph_id"] == 1 for v in l["variables"]]
-    assert {v["node"]: v["action"] for v in second}["fc"] == "ready, skipped"
 
 
 def test_huge_page_only_load_fails_past_the_huge_pages(graph, tmp_path, capsys):

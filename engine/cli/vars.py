@@ -3,7 +3,7 @@
     memconflict vars plan GRAPH... [--session ID] [--memory-size BYTES] [--option K=V]...
                           [--out OUT.pbtxt]... [--save-state STATE.pb] [--load-state STATE.pb]
                           [--var-state STATE.pb] [--plan-only] [--json PLAN.json] [--html MAP.html]
-                          [--rules DIR]
+                          [--load-device N]... [--rules DIR]
     memconflict vars cache-check STATE.pb GRAPH [--session ID] [--rules DIR]
     memconflict vars addr STATE.pb LOGICAL_ADDR [--memory-type NAME] [--device N] [--rules DIR]
 

@@ -104,6 +104,11 @@ class ExpandableAllocator:
         self.used = end
         return addr
 
+    def free_memory(self) -> None:
+        """FreeMemory with no non-incremental user left: every page unmapped, the range released."""
+        self.used = self.mapped_pages = self.fallback_pages = 0
+        self.virtual_size = None
+
     def _map_page(self) -> bool:
         huge = self.page_size == self.huge_page_size
         if huge and self.huge_pages is not None and self.mapped_pages - self.fallback_pages >= self.huge_pages:

@@ -234,8 +234,14 @@ def _count_shared(mgr, graph_name: str, entry: VarDevAddr) -> None:
 
 
 def free_var_memory(mgr) -> None:
+    """FreeVarMemory: the allocator gives its memory back first (ExpandableActiveMemoryAllocator::
+    FreeMemory), blocks it did not hand out go back to MemManager, every device address is
+    cleared, and the VarManager drops the allocator."""
     if mgr.mem_manager is None:
         raise VarError(Status.FAILED, "MemManager has not been init")
+    alloc = mgr.expandable_allocator
+    if alloc is not None and hasattr(alloc, "free_memory"):
+        alloc.free_memory()
     res = mgr.var_resource
     if res is not None:
         for dmap in res.device_dev_maps.values():
@@ -245,3 +251,4 @@ def free_var_memory(mgr) -> None:
                         mgr.mem_manager.free(entry.dev_addr)
                     dmap[logic] = entry._replace(dev_addr=0)
     mgr.var_malloc_mem_size = 0
+    mgr.expandable_allocator = None

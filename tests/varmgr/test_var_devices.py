@@ -55,3 +55,29 @@ def test_second_graph_file_constant_is_ready(graph, tmp_path):
     doc = _plan(tmp_path, [graph, graph, "--plan-only", "--load-device", "0"])
     second = [v for l in doc["loads"] if l["graph_id"] == 1 for v in l["variables"]]
     assert {v["node"]: v["action"] for v in second}["fc"] == "ready, skipped"
+
+
+def test_free_var_memory_releases_the_allocator_and_clears_every_device():
+    """test_var_manager_addr_and_free with the expandable allocator installed: FreeVarMemory calls
+    the allocator's FreeMemory (its range released), clears the device addresses of each device
+    without freeing them one by one, and the VarManager drops the allocator; the next
+    GetVarMemoryAddr takes fresh device memory."""
+    from engine.varmgr import VarManagerPool, VarOp
+    from engine.varmgr.loading import ExpandableAllocator
+    from engine.varmgr.session import open_session
+
+    from .conftest import desc
+    vm = open_session(VarManagerPool(), 0, None, {}, None)
+    d = desc((1, 2, 3, 4), size=24)
+    vm.assign_var_mem("v", VarOp("v", "Variable", d), d, 2)
+    alloc = vm.expandable_allocator = ExpandableAllocator(0x4000_0000_0000, 64 * MiB, 2 * MiB)
+    logic = 137_438_953_472
+    assert vm.get_var_memory_addr(logic, 2, 0) == alloc.base + 512
+    assert vm.get_var_memory_addr(logic, 2, 1) == alloc.base + 1536 + 512    # device 1: same allocator
+    vm.free_var_memory()
+    assert vm.mem_manager.freed == []                   # the allocator owned both blocks
+    assert (alloc.used, alloc.mapped_pages, alloc.virtual_size) == (0, 0, None)
+    assert vm.expandable_allocator is None and vm.var_malloc_mem_size == 0
+    assert all(e.dev_addr == 0 for m in vm.var_resource.device_dev_maps.values() for e in m.values())
+    again = vm.get_var_memory_addr(logic, 2, 0)
+    assert again is not None and again < alloc.base     # MemManager's memory now

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from engine.core.attrs import typed_attr
 from engine.core.graph import Model, Node
+from engine.varmgr import getypes as t
 from engine.varmgr.desc import DescCache, TensorDesc
 from engine.varmgr.manager import VarManager
 from engine.varmgr.nodes import PlacedReader, is_ref_node, node_var_size, output_desc, var_op
@@ -56,8 +57,9 @@ def plan_graph(model: Model, mgr: VarManager, graph_id: int) -> GraphPlan:
         nodes = model.all_nodes()          # one GetAllNodes snapshot: the steps add no nodes
         batch = register_batch_variables(model, mgr, nodes)
         descs: dict[Node, TensorDesc] = {}
-        entries = assign_static_memory(model, mgr, graph_id, descs, nodes)
-        broadcasts = assign_var_attr_to_nodes(model, mgr, graph_id, descs, nodes)
+        addrs: dict[Node, int] = {}
+        entries = assign_static_memory(model, mgr, graph_id, descs, nodes, addrs)
+        broadcasts = assign_var_attr_to_nodes(model, mgr, graph_id, descs, nodes, addrs)
         assign_memory_to_ref_attr_nodes(model, mgr, nodes)
     finally:
         if paused:
@@ -93,10 +95,13 @@ def _padding(mgr: VarManager) -> int:
 
 def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
                          descs: dict[Node, TensorDesc] | None = None,
-                         nodes: list[Node] | None = None) -> list[PlanEntry]:
+                         nodes: list[Node] | None = None,
+                         addrs: dict[Node, int] | None = None) -> list[PlanEntry]:
     """AssignStaticMemory2Node over GetAllNodes (subgraphs included).
 
-    `descs` (optional) receives each placed node's output-0 descriptor with its size.
+    `descs` (optional) receives each placed node's output-0 descriptor with its size, `addrs`
+    the address of each placed node whose VarManager name is its own (what GetVarAddr gives
+    for it while the graph is planned: nothing re-keys an address before the plan ends).
     """
     descs = {} if descs is None else descs
     policy = mgr.policy
@@ -115,6 +120,8 @@ def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
     var_key = res.var_key
     type_names: dict[int, str] = {}
     zero_offsets: dict[int, tuple[int, ...]] = {}
+    sizes: dict[bytes, int] = {}
+    string = t.DT_STRING
     for node in model.all_nodes() if nodes is None else nodes:
         if node.type not in placed:
             continue
@@ -127,7 +134,12 @@ def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
             raise VarError(Status.FAILED, f"node:{node.name} has no OutputDesc", node.name)
         td = out_descs[0]
         dkey, desc = read_desc(td)
-        size = node_var_size(node, desc, policy, padding)
+        # a size depends on the descriptor alone except for strings (their weight or length)
+        size = sizes.get(dkey) if dkey is not None and desc.dtype != string else None
+        if size is None:
+            size = node_var_size(node, desc, policy, padding)
+            if dkey is not None and desc.dtype != string:
+                sizes[dkey] = size
         if size != desc.size:                 # desc.size is td.size as read
             td.size = size
         desc = descs[node] = sized(dkey, desc, size)
@@ -162,6 +174,8 @@ def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
             type_name = type_names[typ] = spec.name if spec else str(typ)
         append(PlanEntry(graph_id, node.graph.name, node.name, name, key, type_name, size, address,
                          address - base if typ == hbm else address, footprint, decision, node.type))
+        if addrs is not None and name == node.name:
+            addrs[node] = address             # GetVarAddr(node name, this desc) until the plan ends
     return out
 
 
@@ -194,13 +208,14 @@ def _assign_data_to_fp32_var(node: Node, mgr: VarManager) -> None:
 # ---- AssignVarAttr2Nodes ------------------------------------------------------------
 def assign_var_attr_to_nodes(model: Model, mgr: VarManager, graph_id: int,
                              descs: dict[Node, TensorDesc] | None = None,
-                             nodes: list[Node] | None = None) -> list[BroadcastInfo]:
+                             nodes: list[Node] | None = None,
+                             addrs: dict[Node, int] | None = None) -> list[BroadcastInfo]:
     policy = mgr.policy
     descs = {} if descs is None else descs
     types = policy.op_types
     variable, broadcast, assign, trans_chain = types.variable, types.broadcast, types.assign, types.trans_chain
     infos: list[BroadcastInfo] = []
-    addrs: dict[Node, int] = {}          # each variable's address, read once (nothing moves it here)
+    addrs = {} if addrs is None else addrs   # each variable's address, read once (nothing moves it here)
     for node in model.all_nodes() if nodes is None else nodes:
         if node.type not in variable:
             continue

@@ -193,3 +193,49 @@ def test_variables_beyond_device_memory_fall_back_to_device_malloc(tmp_path):
     assert rows["b"]["dev_addr"] < a0["base"]                   # MemManager's memory, allocator dropped
     assert doc["var_memory_allocator"] is None
     assert a0["failures"]
+
+
+# ---- the policy as data ---------------------------------------------------------------------
+def _edited(tmp_path, old, new):
+    import shutil
+    from engine.core.resources import default_pack_dir
+    pack = tmp_path / "pack"
+    shutil.copytree(default_pack_dir(), pack)
+    f = pack / "variables.yaml"
+    text = f.read_text()
+    assert old in text
+    f.write_text(text.replace(old, new))
+    return pack
+
+
+def test_rules_check_names_an_undeclared_policy_option(tmp_path, capsys):
+    pack = _edited(tmp_path, "huge_pages_option: context.hugePageCount", "huge_pages_option: context.hugePages")
+    assert main(["rules", "check", str(pack)]) == 2
+    err = capsys.readouterr().err
+    assert "reads option 'context.hugePages', which the pack does not declare" in err
+    assert "did you mean 'context.hugePageCount'?" in err
+
+
+def test_rules_check_rejects_a_page_size_that_is_not_a_power_of_two(tmp_path, capsys):
+    pack = _edited(tmp_path, "dynamic_page_size: 8388608", "dynamic_page_size: 8000000")
+    assert main(["rules", "check", str(pack)]) == 2
+    assert "memory_modes.dynamic_page_size 8000000 is not a power of two" in capsys.readouterr().err
+
+
+def test_an_edited_policy_changes_the_plan(tmp_path):
+    """The modes are data: 4 MiB dynamic pages in the pack give 4 MiB pages to variables."""
+    pack = _edited(tmp_path, "dynamic_page_size: 8388608", "dynamic_page_size: 4194304")
+    g = GraphBuilder("g")
+    g.op("w", "Variable", outs=[desc((4,))])
+    p = tmp_path / "g.pbtxt"
+    save_model(g.build(), p)
+    doc = _plan(tmp_path, [str(p), "--rules", str(pack), "--option", "ge.exec.staticMemoryPolicy=4",
+                           "--load-device", "0"])
+    assert doc["memory_mode"]["page_size"] == 4 * MiB
+    assert doc["devices"]["0"]["allocators"][0]["page_size"] == 4 * MiB
+
+
+def test_unknown_policy_value_is_an_input_error(tmp_path, graph, capsys):
+    out = tmp_path / "plan.json"
+    assert main(["vars", "plan", graph, "--option", "ge.exec.staticMemoryPolicy=7", "--json", str(out)]) == 2
+    assert "ge.exec.staticMemoryPolicy" in capsys.readouterr().err and not out.exists()

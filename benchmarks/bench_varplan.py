@@ -1,6 +1,7 @@
-"""Benchmark: planning N variables in one session (target: 100k under 10 s, linear growth).
+"""Benchmark: planning N variables in one session (target: 10^6 under 30 s CPU, linear growth).
 
     python benchmarks/bench_varplan.py [N ...]        # default: 10000 100000
+    python benchmarks/bench_varplan.py --session [GRAPHS [VARS [SHARED]]]   # default: 20 2000 1500
 
 Two measurements per N:
 * core:  VarManager.assign_var_mem on plain inputs (names, descriptors, weights);
@@ -96,7 +97,48 @@ def bench_graph(n: int) -> tuple[float, float, float]:
     return built - start, done - built, cpu
 
 
+def session_graph(k: int, n: int, shared: int) -> pb.ModelDef:
+    model = pb.ModelDef(version=1)
+    g = model.graph.add(name=f"g{k}")
+    for j in range(n):
+        op = g.op.add(name=f"w{j}" if j < shared else f"g{k}_v{j}", type="Variable")
+        desc_to_proto(TensorDesc(dims=(j % 32 + 1, 16)), op.output_desc.add())
+    return model
+
+
+def bench_session(graphs: int, n: int, shared: int) -> tuple[float, float]:
+    """(CPU s of the runs over one state file, CPU s of the same runs from fresh state files)."""
+    import tempfile
+    from engine.cli import main as cli
+    from engine.core.dumpio import save_model
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for k in range(graphs):
+            paths.append(f"{tmp}/g{k}.pb")
+            save_model(build_model(session_graph(k, n, shared)), paths[-1])
+        cli(["vars", "plan", paths[0], "--var-state", f"{tmp}/warm.pb"])   # imports and pack cache
+        start = time.process_time()
+        for path in paths:
+            cli(["vars", "plan", path, "--var-state", f"{tmp}/session.pb"])
+        session = time.process_time() - start
+        single = 0.0
+        for k, path in enumerate(paths):
+            start = time.process_time()
+            cli(["vars", "plan", path, "--var-state", f"{tmp}/single{k}.pb"])
+            single += time.process_time() - start
+    return session, single
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--session"]:
+        import contextlib
+        import io
+        args = [int(a) for a in argv[1:]] + [20, 2000, 1500][len(argv) - 1:]
+        with contextlib.redirect_stdout(io.StringIO()):
+            session, single = bench_session(*args[:3])
+        print(f"{args[0]} graphs x {args[1]} variables ({args[2]} shared): session {session:.2f} s CPU, "
+              f"single runs {single:.2f} s CPU, ratio {session / single:.2f}")
+        return 0
     sizes = [int(a) for a in argv] or [10_000, 100_000]
     print(f"{'N':>8} {'core s':>8} {'us/var':>7} {'build s':>8} {'plan s':>8} {'cpu s':>8} {'us/var':>7}")
     for n in sizes:

@@ -3,7 +3,7 @@
     memconflict vars plan GRAPH... [--session ID] [--memory-size BYTES] [--option K=V]...
                           [--out OUT.pbtxt]... [--save-state STATE.pb] [--load-state STATE.pb]
                           [--var-state STATE.pb] [--plan-only] [--json PLAN.json] [--html MAP.html]
-                          [--rules DIR]
+                          [--load-device N]... [--rules DIR]
     memconflict vars cache-check STATE.pb GRAPH [--session ID] [--rules DIR]
     memconflict vars addr STATE.pb LOGICAL_ADDR [--memory-type NAME] [--device N] [--rules DIR]
 
@@ -51,6 +51,9 @@ def add_commands(subparsers) -> None:
     p.add_argument("--html", metavar="MAP.html", help="write the memory map: blocks per memory type, then their table")
     p.add_argument("--var-state", metavar="STATE.pb",
                    help="the sessions (VarManagerPool) to compile in: read if the file exists, written back")
+    p.add_argument("--load-device", action="append", type=int, metavar="N",
+                   help="after each graph, load it on device N as a model load does (repeatable): "
+                        "physical addresses under the memory mode, ready/loaded flags")
     p.add_argument("--plan-only", action="store_true",
                    help="only place the variables (no variable passes before the placement)")
     p.add_argument("--rules", metavar="DIR", help="rule pack folder holding variables.yaml")
@@ -119,6 +122,7 @@ def cmd_plan(args) -> int:
     session, store = _open(args, pack, options)
     vm = session.manager
     plans: list[tuple[str, GraphPlan]] = []
+    loads = _Loads(vm, options, args.memory_size, args.load_device)
     runs: list[dict] = []
     outputs: list[tuple[str, bytes]] = []
     for k, path in enumerate(args.graphs):
@@ -129,6 +133,7 @@ def cmd_plan(args) -> int:
         plan = end_graph(session, model, path)
         _check_init_values(model, plan, vm, path)
         plans.append((display_path(path), plan))
+        loads.load(plan)
         if outs:
             data = serialize_model(model)
             outputs.append((outs[k], data if is_binary_path(outs[k]) else model_to_text(data)))
@@ -138,6 +143,7 @@ def cmd_plan(args) -> int:
         outputs.append((args.var_state, store.encode(is_text_path(args.var_state))))
     doc = plan_json(vm, plans)
     doc["rebuild"] = sorted(session.ctrl.need_rebuild)
+    doc.update(loads.to_json())
     for g, run in zip(doc["graphs"], runs):
         g["passes"] = run
     if args.json:
@@ -145,9 +151,75 @@ def cmd_plan(args) -> int:
     if args.html:
         from engine.report.varmap import render_varmap
         outputs.append((args.html, render_varmap(doc, vm.policy).encode()))
+    failed = loads.failed()
+    if failed:
+        raise PassFailure("vars plan --load-device", f"model load fails: GetVarMemoryAddr returns nullptr "
+                          f"for {', '.join(failed)} ({loads.why()})", None)
     files.write(outputs)
-    print(render_plan(vm, plans, runs, sorted(session.ctrl.need_rebuild)), file=files.text_stream())
+    text = render_plan(vm, plans, runs, sorted(session.ctrl.need_rebuild))
+    print(text + loads.render(), file=files.text_stream())
     return 0
+
+
+class _Loads:
+    """`--load-device`: each planned graph loaded on each device (engine/varmgr/loading.py)."""
+
+    def __init__(self, vm: VarManager, options: dict[str, str], memory_size: int | None, devices):
+        from engine.varmgr.loading import SessionAllocators, memory_mode
+        self.vm, self.devices = vm, sorted(set(devices or ()))
+        self.mode = memory_mode(vm.policy, {**vm.options, **options}, memory_size)
+        self.allocators = SessionAllocators()
+        self.runs: list[tuple[int, int, list]] = []
+
+    def load(self, plan: GraphPlan) -> None:
+        from engine.varmgr.loading import load_graph
+        if self.mode is None:
+            return
+        for device in self.devices:
+            self.runs.append((plan.graph_id, device, load_graph(self.vm, plan, device, self.allocators,
+                                                                self.mode)))
+
+    def failed(self) -> list[str]:
+        return [f"graph {g} on device {d}: '{v.name}'" for g, d, vs in self.runs for v in vs if v.dev_addr is None]
+
+    def why(self) -> str:
+        fails = [f for (_, _, _), a in sorted(self.allocators.allocators.items()) for f in a.failures]
+        mode = f"ge.variableUse1gHugePage 1G-only, no fallback to device malloc" if self.mode.huge_page == "only" \
+            else "device malloc failed"
+        return mode + (f"; variable allocator: {fails[-1]}" if fails else "")
+
+    def to_json(self) -> dict:
+        from engine.varmgr.loading import device_flags
+        if self.mode is None:
+            return {}
+        out = {"memory_mode": self.mode.to_json()}
+        if not self.devices:
+            return out
+        out["loads"] = [{"graph_id": g, "device": d, "variables": [{
+            "node": v.node, "name": v.name, "var_key": v.var_key, "memory_type": v.memory_type,
+            "logic": v.logic, "dev_addr": v.dev_addr, "action": v.action} for v in vs]} for g, d, vs in self.runs]
+        out["devices"] = {str(d): {**device_flags(self.vm, d), "allocators": [
+            a.to_json() for (s, dev, _), a in sorted(self.allocators.allocators.items()) if dev == d]}
+            for d in self.devices}
+        alloc = self.vm.expandable_allocator
+        out["var_memory_allocator"] = alloc.base if alloc is not None and hasattr(alloc, "base") else None
+        return out
+
+    def render(self) -> str:
+        if self.mode is None or not self.devices:
+            return ""
+        m = self.mode
+        lines = [f"memory mode: static memory policy {m.policy}, huge pages {m.huge_page}, "
+                 f"page size {m.page_size}"]
+        for g, d, vs in self.runs:
+            bad = [v for v in vs if v.dev_addr is None]
+            lines.append(f"graph {g} loaded on device {d}: {len(vs) - len(bad)} of {len(vs)} variables "
+                         "have device memory" + (": " + ", ".join(f"'{v.name}' failed" for v in bad) if bad else ""))
+        for (s, d, _), a in sorted(self.allocators.allocators.items()):
+            lines.append(f"device {d} session {s} variable allocator: {a.used} bytes used, {a.mapped_pages} "
+                         f"pages of {a.page_size} mapped" + (f", {a.fallback_pages} as 2M pages" if a.fallback_pages
+                                                             else "") + ("" if a.supported else ", unsupported"))
+        return "\n" + "\n".join(lines)
 
 
 def _pack(rules):

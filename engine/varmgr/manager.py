@@ -6,8 +6,6 @@ VarResource) calls behave as GE's do (INTERNAL_ERROR, false, empty, ...).
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 from engine.varmgr.desc import TensorDesc
 from engine.varmgr.policy import Allocator, ReuseKind, VarPolicy
 from engine.varmgr.policy_load import default_policy
@@ -15,6 +13,16 @@ from engine.varmgr.records import UINT64_MAX, Assignment, BroadcastInfo, Status,
 from engine.varmgr.physical import DeviceMemory, free_var_memory, get_var_memory_addr
 from engine.varmgr.resource import MemResource, VarResource, build_mem_resource
 
+
+
+class _ReuseRules:
+    """The reuse rules AssignVarMem consults, looked up once per manager."""
+
+    __slots__ = ("same", "size_gate")
+
+    def __init__(self, policy: VarPolicy):
+        self.same = policy.reuse_rule(ReuseKind.SAME_VARIABLE)
+        self.size_gate = policy.reuse_rule(ReuseKind.SIZE_COMPATIBLE) is not None
 
 
 class VarManager:
@@ -41,6 +49,7 @@ class VarManager:
         self.var_malloc_mem_size = 0
         self.graph_var_mem_statistic: dict[str, dict] = {}
         self._hbm_rt = self.policy.rt(self.policy.memory_type_selection.default)
+        self._rules = _ReuseRules(self.policy)
 
     # ---- lifecycle (§1, §3) ----------------------------------------------------
     def init(self, version: int, session_id: int, device_id: int, job_id: int) -> None:
@@ -116,26 +125,29 @@ class VarManager:
         return self._hbm_rt
 
     # ---- AssignVarMem / RestoreVarMem (§6) ----------------------------------------
-    def assign_var_mem(self, name: str, op: VarOp | None, desc: TensorDesc, mem_type: int) -> Assignment:
+    def assign_var_mem(self, name: str, op: VarOp | None, desc: TensorDesc, mem_type: int,
+                       key: str | None = None) -> Assignment:
+        """AssignVarMem; `key` is the VarKey of (name, desc) when the caller has it already."""
         res = self.res("AssignVarMem")
         size = desc.size
         if size < 0:
             raise VarError(Status.FAILED, f"variable '{name}': tensor size {size} is negative", name)
-        mem = self.mem_resource(mem_type)
-        policy = self.policy
-        key = res.var_key(name, desc)
-        cur = res.cur_var_tensor_desc_map.get(res.batch_key(name))
+        mem = self.mem_resources.get(mem_type) or self.mem_resource(mem_type)
+        rules = self._rules
+        if key is None:
+            key = res.var_key(name, desc)
+        batch = res.batch_var_name_map
+        cur = res.cur_var_tensor_desc_map.get(batch.get(name, name) if batch else name)
         found = None
         if cur is not None:
-            rule = policy.reuse_rule(ReuseKind.SAME_VARIABLE)
+            rule = rules.same
             entry = res.var_addr_mgr_map.get(res.var_key(name, cur)) if rule is not None else None
             if entry is not None:
                 found, cur_size = (entry.address, entry.memory_type, rule.id), cur.size
         else:
             found, cur_size = res.get_reuse_addr(op), size
-        size_gate = policy.reuse_rule(ReuseKind.SIZE_COMPATIBLE) is not None
         footprint = 0
-        if found is None or (size_gate and size > cur_size):
+        if found is None or (rules.size_gate and size > cur_size):
             before = mem.var_mem_size
             try:
                 offset = mem.assign(self, name, size, op)
@@ -143,7 +155,7 @@ class VarManager:
             except VarError as exc:
                 raise VarError(Status.INTERNAL_ERROR, f"[Assign][VarMem] by offset failed, session_id:"
                                f"{self.session_id}: {exc.message}", name) from None
-            footprint = mem.var_mem_size - before if mem.rt == self.hbm_rt else size
+            footprint = mem.var_mem_size - before if mem.rt == self._hbm_rt else size
             address, typ, rule_id = res.var_addr_mgr_map[key].address, mem_type, None
         else:
             address, typ, rule_id = found
@@ -253,7 +265,8 @@ class VarManager:
 
     def set_allocated_graph_id(self, name: str, graph_id: int) -> None:
         res = self.res("SetAllocatedGraphId")
-        res.var_names_to_allocated_graph_id.setdefault(res.batch_key(name), graph_id)
+        batch = res.batch_var_name_map
+        res.var_names_to_allocated_graph_id.setdefault(batch.get(name, name) if batch else name, graph_id)
 
     def get_allocated_graph_id(self, name: str) -> int | None:
         res = self.res("GetAllocatedGraphId")
@@ -326,7 +339,7 @@ class VarManager:
         entry = res.device_dev_maps.get(device, {}).get(logic)
         if entry is None:
             raise VarError(Status.INTERNAL_ERROR, f"logic address {logic} is not assigned on device {device}")
-        res.device_dev_maps[device][logic] = replace(entry, dev_addr=dev_addr or 0)
+        res.device_dev_maps[device][logic] = entry._replace(dev_addr=dev_addr or 0)
 
 
 class VarManagerPool:

@@ -7,13 +7,14 @@ can read an `_init_value` back. Nothing here touches real memory.
 # `mgr` arguments are the VarManager (engine/varmgr/manager.py imports this module, not the reverse).
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from engine.varmgr.policy import Allocator
 from engine.varmgr.records import Status, VarDevAddr, VarError
 
 
 DEVICE_BASE = 0x1_0000_0000      # first simulated device address
+DEVICE_STRIDE = 1 << 40          # device d's memory starts at DEVICE_BASE + d * DEVICE_STRIDE
 RDMA_BASE = 0x2000_0000_0000
 HOST_BASE = 0x3000_0000_0000
 AUTO_MALLOC_PURPOSE = "Auto malloc var and constant op memory"
@@ -88,11 +89,20 @@ class DeviceMemory:
     rdma: "BumpAllocator | RdmaPool" = field(default_factory=lambda: BumpAllocator(RDMA_BASE))
     host: BumpAllocator = field(default_factory=lambda: BumpAllocator(HOST_BASE))
     fail_device_malloc: bool = False
+    other_devices: dict[int, BumpAllocator] = field(default_factory=dict)
     contents: dict[int, bytes] = field(default_factory=dict)
     freed: list[int] = field(default_factory=list)
 
     def malloc(self, mem_type: int, purpose: str, size: int, device: int) -> int | None:
-        return None if self.fail_device_malloc else self.device.malloc(size)
+        """aclrtMalloc on `device`: each device has its own memory (device 0 at DEVICE_BASE)."""
+        if self.fail_device_malloc:
+            return None
+        if device == 0:
+            return self.device.malloc(size)
+        mem = self.other_devices.get(device)
+        if mem is None:
+            mem = self.other_devices[device] = BumpAllocator(DEVICE_BASE + device * DEVICE_STRIDE)
+        return mem.malloc(size)
 
     def rdma_malloc(self, size: int) -> int | None:
         return self.rdma.malloc(size)
@@ -161,14 +171,15 @@ def get_var_memory_addr(mgr, logic: int, mem_type: int, device: int = 0,
     dev = None
     if mgr.expandable_allocator is not None:
         dev = mgr.expandable_allocator.malloc(size)
-        if dev is None and mgr.options.get(policy.options.huge_page) != "1":
-            mgr.expandable_allocator = None
-    if dev is None and mgr.expandable_allocator is None:
+    # Note [1G-only fallback]: GE falls back to MemManager whenever 1G-only mode is off, and
+    # never in it, installed allocator or not (GetVarMemoryAddr)
+    if dev is None and not huge_page_only(mgr):
+        mgr.expandable_allocator = None
         dev = mgr.mem_manager.malloc(mem_type, AUTO_MALLOC_PURPOSE, size, device)
     if not dev:
         return None                                   # "Malloc var caching mem failed"
     mgr.var_malloc_mem_size += size
-    entry = replace(entry, dev_addr=dev)
+    entry = entry._replace(dev_addr=dev)
     dmap[entry.logic_addr] = entry
     if graph_name:
         stat = mgr.graph_var_mem_statistic.setdefault(graph_name, {"alloc": 0, "shared": 0, "addrs": set()})
@@ -182,6 +193,14 @@ def get_var_memory_addr(mgr, logic: int, mem_type: int, device: int = 0,
             return None
         mgr.mem_manager.write(ptr, init.data)
     return ptr
+
+
+def huge_page_only(mgr) -> bool:
+    """IsVariableUse1gHugePageOnly: ge.variableUse1gHugePage holds a 1G-only value."""
+    policy = mgr.policy
+    value = mgr.options.get(policy.options.huge_page, "0")
+    modes = policy.memory_modes
+    return value in modes.huge_page_only if modes is not None else value == "1"
 
 
 def check_init_value(desc) -> str | None:
@@ -215,8 +234,14 @@ def _count_shared(mgr, graph_name: str, entry: VarDevAddr) -> None:
 
 
 def free_var_memory(mgr) -> None:
+    """FreeVarMemory: the allocator gives its memory back first (ExpandableActiveMemoryAllocator::
+    FreeMemory), blocks it did not hand out go back to MemManager, every device address is
+    cleared, and the VarManager drops the allocator."""
     if mgr.mem_manager is None:
         raise VarError(Status.FAILED, "MemManager has not been init")
+    alloc = mgr.expandable_allocator
+    if alloc is not None and hasattr(alloc, "free_memory"):
+        alloc.free_memory()
     res = mgr.var_resource
     if res is not None:
         for dmap in res.device_dev_maps.values():
@@ -224,5 +249,6 @@ def free_var_memory(mgr) -> None:
                 if entry.dev_addr and not entry.is_extern_mem:
                     if mgr.expandable_allocator is None:
                         mgr.mem_manager.free(entry.dev_addr)
-                    dmap[logic] = replace(entry, dev_addr=0)
+                    dmap[logic] = entry._replace(dev_addr=0)
     mgr.var_malloc_mem_size = 0
+    mgr.expandable_allocator = None

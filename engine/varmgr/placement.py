@@ -6,21 +6,24 @@ AssignMemory2HasRefAttrNode on one model in one session, writes output offsets
 """
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from engine.core.attrs import typed_attr
 from engine.core.graph import Model, Node
-from engine.varmgr.desc import TensorDesc, desc_from_proto
+from engine.varmgr import getypes as t
+from engine.varmgr.desc import DescCache, TensorDesc
 from engine.varmgr.manager import VarManager
-from engine.varmgr.nodes import (is_ref_node, memory_type_of, name_for_var_manager, node_var_size,
-    output_desc, var_op)
+from engine.varmgr.nodes import PlacedReader, is_ref_node, node_var_size, output_desc, var_op
 from engine.varmgr.records import BroadcastInfo, Status, VarError
 
 MAX_RECURSION = 16        # kVarMemMaxRecursion
 
 
-@dataclass(frozen=True, slots=True)
-class PlanEntry:
+class PlanEntry(NamedTuple):
+    """One placed node (a NamedTuple: one is made per variable, see Note [compact records])."""
+
     graph_id: int
     graph: str            # the (sub)graph holding the node
     node: str
@@ -32,6 +35,7 @@ class PlanEntry:
     offset: int           # address - logic base for offset-allocated memory, else the address
     footprint: int        # logical bytes of the new block (0 when the address was reused)
     decision: str         # "new block", a reuse rule id, or "already placed"
+    op_type: str = ""     # the node's type
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,15 +48,27 @@ class GraphPlan:
 
 
 def plan_graph(model: Model, mgr: VarManager, graph_id: int) -> GraphPlan:
-    batch = register_batch_variables(model, mgr)
-    descs: dict[Node, TensorDesc] = {}
-    entries = assign_static_memory(model, mgr, graph_id, descs)
-    broadcasts = assign_var_attr_to_nodes(model, mgr, graph_id, descs)
-    assign_memory_to_ref_attr_nodes(model, mgr)
+    # Note [no collector during planning]: planning makes a few records per variable and no
+    # reference cycles, so the cyclic collector only re-scans the growing maps (a fifth of
+    # the time at 10^5 variables, more beyond); it is paused while one graph is planned.
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        nodes = model.all_nodes()          # one GetAllNodes snapshot: the steps add no nodes
+        batch = register_batch_variables(model, mgr, nodes)
+        descs: dict[Node, TensorDesc] = {}
+        addrs: dict[Node, int] = {}
+        entries = assign_static_memory(model, mgr, graph_id, descs, nodes, addrs)
+        broadcasts = assign_var_attr_to_nodes(model, mgr, graph_id, descs, nodes, addrs)
+        assign_memory_to_ref_attr_nodes(model, mgr, nodes)
+    finally:
+        if paused:
+            gc.enable()
     return GraphPlan(graph_id, model.root.name, tuple(entries), tuple(broadcasts), batch)
 
 
-def register_batch_variables(model: Model, mgr: VarManager) -> tuple[tuple[str, str], ...]:
+def register_batch_variables(model: Model, mgr: VarManager,
+                             nodes: list[Node] | None = None) -> tuple[tuple[str, str], ...]:
     """SetBatchVariablesKeyName for each variable named `<name><batch_name_postfix><k>` (what
     MultiBatchClonePass names a variable's copy in batch k, and what ModelHelper registers when
     it loads such a model): the copies share `<name>`'s VarKey, hence its memory, and
@@ -61,8 +77,9 @@ def register_batch_variables(model: Model, mgr: VarManager) -> tuple[tuple[str, 
     out = []
     if not postfix:
         return ()
-    for node in model.all_nodes():
-        if node.type in mgr.policy.op_types.variable:
+    variable = mgr.policy.op_types.variable
+    for node in model.all_nodes() if nodes is None else nodes:
+        if node.type in variable:
             pos = node.name.find(postfix)
             if pos > 0:
                 mgr.set_batch_variables_key_name(node.name, node.name[:pos])
@@ -77,60 +94,96 @@ def _padding(mgr: VarManager) -> int:
 
 
 def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
-                         descs: dict[Node, TensorDesc] | None = None) -> list[PlanEntry]:
+                         descs: dict[Node, TensorDesc] | None = None,
+                         nodes: list[Node] | None = None,
+                         addrs: dict[Node, int] | None = None) -> list[PlanEntry]:
     """AssignStaticMemory2Node over GetAllNodes (subgraphs included).
 
-    `descs` (optional) receives each placed node's output-0 descriptor with its size.
+    `descs` (optional) receives each placed node's output-0 descriptor with its size, `addrs`
+    the address of each placed node whose VarManager name is its own (what GetVarAddr gives
+    for it while the graph is planned: nothing re-keys an address before the plan ends).
     """
     descs = {} if descs is None else descs
     policy = mgr.policy
     placed = policy.op_types.placed
+    variable = policy.op_types.variable
     padding = _padding(mgr)
     res = mgr.res("AssignStaticMemory2Node")
     hbm = mgr.hbm_rt
+    base = mgr.var_mem_logic_base
     out: list[PlanEntry] = []
-    init_attr = policy.attrs.init_value
-    for node in model.all_nodes():
-        if node.type not in placed or is_ref_node(node, policy):
+    append = out.append
+    reader = PlacedReader(policy)
+    cache = DescCache(policy.attrs.init_value)
+    read_desc, sized = cache.read, cache.with_size
+    addr_map = res.var_addr_mgr_map
+    var_key = res.var_key
+    type_names: dict[int, str] = {}
+    zero_offsets: dict[int, tuple[int, ...]] = {}
+    sizes: dict[bytes, int] = {}
+    string = t.DT_STRING
+    for node in model.all_nodes() if nodes is None else nodes:
+        if node.type not in placed:
             continue
-        name = name_for_var_manager(node, policy)
+        is_ref, name, mem_type = reader.head(node)
+        if is_ref:
+            continue
         op = node.op
         out_descs = op.output_desc
         if not out_descs:
             raise VarError(Status.FAILED, f"node:{node.name} has no OutputDesc", node.name)
-        mem_type = memory_type_of(node, policy)
         td = out_descs[0]
-        desc = desc_from_proto(td, init_attr)
-        size = node_var_size(node, desc, policy, padding)
-        td.size = size
-        desc = descs[node] = desc.with_size(size)
+        dkey, desc = read_desc(td)
+        # a size depends on the descriptor alone except for strings (their weight or length)
+        size = sizes.get(dkey) if dkey is not None and desc.dtype != string else None
+        if size is None:
+            size = node_var_size(node, desc, policy, padding)
+            if dkey is not None and desc.dtype != string:
+                sizes[dkey] = size
+        if size != desc.size:                 # desc.size is td.size as read
+            td.size = size
+        desc = descs[node] = sized(dkey, desc, size)
         offsets = op.output_i
-        del offsets[:]
-        offsets.extend([0] * len(out_descs))
-        if not res.is_var_exist(name, desc):
-            result = mgr.assign_var_mem(name, var_op(node, policy, desc), desc, mem_type)
-            if node.type in policy.op_types.variable:
+        count = len(out_descs)
+        zeros = zero_offsets.get(count)
+        if zeros is None:
+            zeros = zero_offsets[count] = ((0,) * count, [0] * (count - 1))
+        zeros, tail = zeros
+        # Note [one offset write]: the offsets are reset to zeros and offset 0 set to the
+        # address; only AssignData2Fp32Var reads them in between, so they are written once
+        # (twice for a variable with a source variable attribute)
+        key = var_key(name, desc)
+        if key not in addr_map:
+            result = mgr.assign_var_mem(name, reader.var_op(node, desc, zeros), desc, mem_type, key)
+            if node.type in variable and op.attr:
+                offsets[:] = zeros
                 _assign_data_to_fp32_var(node, mgr)
             mgr.set_allocated_graph_id(name, graph_id)
-            footprint, decision, key = result.footprint, result.rule or "new block", result.key
+            footprint, decision = result.footprint, result.rule or "new block"
         else:
-            key = _check_same_key_size(node, name, desc, mgr)
+            _check_same_key_size(node, name, desc, mgr, key)
             footprint, decision = 0, "already placed"
-        address, typ = mgr.get_var_addr(name, desc)
-        offsets[0] = address
-        spec = policy.mem_type_by_rt(typ)
-        offset = address - mgr.var_mem_logic_base if typ == hbm else address
-        out.append(PlanEntry(graph_id, node.graph.name, node.name, name, key,
-                             spec.name if spec else str(typ), size, address, offset, footprint, decision))
+        entry = addr_map.get(key)
+        if entry is None:
+            mgr.get_var_addr(name, desc)              # fails as GetVarAddr fails
+        address, typ = entry.address, entry.memory_type
+        offsets[:] = [address, *tail]
+        type_name = type_names.get(typ)
+        if type_name is None:
+            spec = policy.mem_type_by_rt(typ)
+            type_name = type_names[typ] = spec.name if spec else str(typ)
+        append(PlanEntry(graph_id, node.graph.name, node.name, name, key, type_name, size, address,
+                         address - base if typ == hbm else address, footprint, decision, node.type))
+        if addrs is not None and name == node.name:
+            addrs[node] = address             # GetVarAddr(node name, this desc) until the plan ends
     return out
 
 
-def _check_same_key_size(node: Node, name: str, desc, mgr: VarManager) -> str:
+def _check_same_key_size(node: Node, name: str, desc, mgr: VarManager, key: str) -> str:
     # Note [same-key size conflict]: GE skips AssignVarMem when the VarKey exists and
     # hands out the old address even if this node's tensor is larger, so the variable
     # would overrun its block. We report that as a failure naming both sizes.
     res = mgr.var_resource
-    key = res.var_key(name, desc)
     entry = res.var_addr_mgr_map[key]
     if desc.size > entry.desc.size:
         gid = res.var_names_to_allocated_graph_id.get(res.batch_key(name))
@@ -143,7 +196,8 @@ def _check_same_key_size(node: Node, name: str, desc, mgr: VarManager) -> str:
 
 
 def _assign_data_to_fp32_var(node: Node, mgr: VarManager) -> None:
-    src = typed_attr(node.op.attr, mgr.policy.attrs.src_var_name, "s")
+    attrs = node.op.attr
+    src = typed_attr(attrs, mgr.policy.attrs.src_var_name, "s") if attrs else None
     if src is None:
         return
     cur = mgr.get_cur_var_desc(src)
@@ -153,27 +207,35 @@ def _assign_data_to_fp32_var(node: Node, mgr: VarManager) -> None:
 
 # ---- AssignVarAttr2Nodes ------------------------------------------------------------
 def assign_var_attr_to_nodes(model: Model, mgr: VarManager, graph_id: int,
-                             descs: dict[Node, TensorDesc] | None = None) -> list[BroadcastInfo]:
+                             descs: dict[Node, TensorDesc] | None = None,
+                             nodes: list[Node] | None = None,
+                             addrs: dict[Node, int] | None = None) -> list[BroadcastInfo]:
     policy = mgr.policy
     descs = {} if descs is None else descs
     types = policy.op_types
+    variable, broadcast, assign, trans_chain = types.variable, types.broadcast, types.assign, types.trans_chain
     infos: list[BroadcastInfo] = []
-    for node in model.all_nodes():
-        if node.type not in types.variable or is_ref_node(node, policy):
+    addrs = {} if addrs is None else addrs   # each variable's address, read once (nothing moves it here)
+    for node in model.all_nodes() if nodes is None else nodes:
+        if node.type not in variable:
+            continue
+        attrs = node.op.attr
+        if attrs and is_ref_node(node, policy):
             continue
         if node not in descs:
             descs[node] = output_desc(node, policy)
-        _set_out_variable_attr(node, node, mgr, descs)
+        _set_out_variable_attr(node, node, mgr, descs, addrs)
         for anchor in node.outs:
             for peer in list(anchor.peers):
                 dst = peer.node
-                if dst.type in types.broadcast:
+                kind = dst.type
+                if kind in broadcast:
                     infos.append(_deal_broadcast(graph_id, dst, peer.idx, node, mgr))
                     continue
-                if dst.type in types.assign and peer.idx == 0:
-                    _deal_export_variable(dst, node, mgr, 0, descs)
-                if dst.type in types.trans_chain:
-                    _deal_trans(_final_trans_node(dst, types.trans_chain, 0), mgr)
+                if kind in assign and peer.idx == 0:
+                    _deal_export_variable(dst, node, mgr, 0, descs, addrs)
+                if kind in trans_chain:
+                    _deal_trans(_final_trans_node(dst, trans_chain, 0), mgr)
     return infos
 
 
@@ -191,17 +253,21 @@ def _offsets(node: Node):
 
 
 def _set_out_variable_attr(node: Node, var_node: Node, mgr: VarManager,
-                           descs: dict[Node, TensorDesc]) -> None:
+                           descs: dict[Node, TensorDesc], addrs: dict[Node, int] | None = None) -> None:
     outputs = _offsets(node)
     if not outputs:
         raise VarError(Status.PARAM_INVALID, f"node:{node.name} Output_list is empty (output offsets "
                        f"of variable '{var_node.name}' cannot be written)", var_node.name)
-    address, _ = mgr.get_var_addr(var_node.name, descs[var_node])
+    address = addrs.get(var_node) if addrs is not None else None
+    if address is None:
+        address, _ = mgr.get_var_addr(var_node.name, descs[var_node])
+        if addrs is not None:
+            addrs[var_node] = address
     outputs[0] = address
 
 
 def _deal_export_variable(node: Node, var_node: Node, mgr: VarManager, depth: int,
-                          descs: dict[Node, TensorDesc]) -> None:
+                          descs: dict[Node, TensorDesc], addrs: dict[Node, int] | None = None) -> None:
     if depth >= MAX_RECURSION:
         raise VarError(Status.FAILED, f"[DealExportVariableNode]There are too much recursion:{depth} > "
                        f"max:{MAX_RECURSION} (assign chain of variable '{var_node.name}')", var_node.name)
@@ -209,8 +275,8 @@ def _deal_export_variable(node: Node, var_node: Node, mgr: VarManager, depth: in
     if node.outs:
         for peer in list(node.outs[0].peers):
             if peer.node.type in assign and peer.idx == 0:
-                _deal_export_variable(peer.node, var_node, mgr, depth + 1, descs)
-    _set_out_variable_attr(node, var_node, mgr, descs)
+                _deal_export_variable(peer.node, var_node, mgr, depth + 1, descs, addrs)
+    _set_out_variable_attr(node, var_node, mgr, descs, addrs)
 
 
 def _deal_broadcast(graph_id: int, node: Node, idx: int, var_node: Node, mgr: VarManager) -> BroadcastInfo:
@@ -270,15 +336,16 @@ def _deal_export_trans(node: Node, final: Node, mgr: VarManager, depth: int) -> 
 
 
 # ---- AssignMemory2HasRefAttrNode -------------------------------------------------------
-def assign_memory_to_ref_attr_nodes(model: Model, mgr: VarManager) -> None:
+def assign_memory_to_ref_attr_nodes(model: Model, mgr: VarManager, nodes: list[Node] | None = None) -> None:
     policy = mgr.policy
     key = policy.attrs.ref_var_src_var_name
     lookup: dict[str, Node] | None = None
-    for node in model.all_nodes():
+    for node in model.all_nodes() if nodes is None else nodes:
         for idx, td in enumerate(node.op.output_desc):
-            src_name = typed_attr(td.attr, key, "s")
-            if src_name is None:
+            a = td.attr.get(key)
+            if a is None or a.WhichOneof("value") != "s":
                 continue
+            src_name = a.s.decode("utf-8", "replace")
             if lookup is None:
                 lookup = _name_lookup(model)
             src = lookup.get(src_name)

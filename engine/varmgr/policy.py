@@ -202,6 +202,30 @@ class OptionKeys:
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryModes:
+    """How a session's variables get device memory at model load (`memory_modes:`).
+
+    GE: VarManager::IsGeUseExtendSizeMemory (the static memory policy, from an option or the
+    GE_USE_STATIC_MEMORY environment variable), IsVariableUse1gHugePageOnly / ...First, and the
+    page size DavinciModel::InitVariableMem gives the session's ExpandableActiveMemoryAllocator.
+    """
+
+    policy_option: str
+    policy_env: str
+    static_extend: frozenset[str]
+    dynamic_extend: frozenset[str]
+    final: tuple[str, str, str, str]        # the final policy: both, static only, dynamic only, neither
+    huge_page_only: frozenset[str]
+    huge_page_first: frozenset[str]
+    page_size: int
+    huge_page_size: int
+    dynamic_page_size: int
+    device_memory_default: int
+    huge_pages_option: str
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
 class NodeNames:
     """Name templates of the nodes the variable passes insert (`node_names:`)."""
 
@@ -247,6 +271,7 @@ class VarPolicy:
     node_names: NodeNames
     framework_ref_ports: tuple[FrameworkRefPorts, ...]
     batch_name_postfix: str
+    memory_modes: MemoryModes | None = None
     _rules_by_kind: dict = field(init=False, repr=False, compare=False)
     _types_by_rt: dict = field(init=False, repr=False, compare=False)
 

@@ -13,7 +13,7 @@ from engine.core.resources import default_pack_dir
 from engine.core.yamlloc import load_yaml, loc_of
 from engine.varmgr import getypes as t
 from engine.varmgr.policy import (AttrNames, Allocator, FormatFusion, MemoryLimits, MemoryTypeSelection,
-    MemoryTypeSpec, FrameworkRefPorts, NODE_NAME_FIELDS, NodeNames, OptionKeys, OpTypes, ReuseKind, ReuseRule, SizeRule, TransOp, TransSupport, VarKeyForm,
+    MemoryModes, MemoryTypeSpec, FrameworkRefPorts, NODE_NAME_FIELDS, NodeNames, OptionKeys, OpTypes, ReuseKind, ReuseRule, SizeRule, TransOp, TransSupport, VarKeyForm,
     VarPolicy)
 
 SCHEMA_VERSION = 1
@@ -120,9 +120,38 @@ def build_policy(doc, errors: Collector) -> VarPolicy:
     names = _node_names(top.sub("node_names"), errors)
     framework = _framework_ref_ports(top.sub("framework_ref_ports"), errors)
     batch_postfix = top.str("batch_name_postfix")
+    modes = _memory_modes(top.sub("memory_modes"), errors) if "memory_modes" in top.map else None
     top.done()
     return VarPolicy(top.loc.file, version, op_types, attrs, var_key, memory, mem_types,
-                     selection, size_rule, reuse, options, fusion, names, framework, batch_postfix)
+                     selection, size_rule, reuse, options, fusion, names, framework, batch_postfix, modes)
+
+
+_FINAL_KEYS = ("both", "static", "dynamic", "none")
+
+
+def _memory_modes(m: _Map, errors: Collector) -> MemoryModes:
+    """`memory_modes:` (the static memory policy, 1G huge pages and page sizes)."""
+    final = m.sub("final")
+    finals = tuple(final.str(k) for k in _FINAL_KEYS)
+    final.done()
+    sizes = {k: m.int(k, minimum=1) for k in ("page_size", "huge_page_size", "dynamic_page_size",
+                                               "device_memory_default")}
+    for k in ("page_size", "huge_page_size", "dynamic_page_size"):
+        v = sizes[k]
+        if v & (v - 1):
+            errors.error(m.value_loc(k), f"memory_modes.{k} {v} is not a power of two",
+                         "page sizes are 2^n bytes, e.g. 2097152")
+    modes = MemoryModes(m.str("policy_option"), m.str("policy_env"), frozenset(m.strs("static_extend")),
+                        frozenset(m.strs("dynamic_extend")), finals, frozenset(m.strs("huge_page_only")),
+                        frozenset(m.strs("huge_page_first")), sizes["page_size"], sizes["huge_page_size"],
+                        sizes["dynamic_page_size"], sizes["device_memory_default"],
+                        m.str("huge_pages_option"), m.loc)
+    m.done()
+    both = modes.huge_page_only & modes.huge_page_first
+    if both:
+        errors.error(m.value_loc("huge_page_first"), f"memory_modes: '{sorted(both)[0]}' is both "
+                     "huge_page_only and huge_page_first", "give each option value one meaning")
+    return modes
 
 
 def _framework_ref_ports(m: _Map, errors: Collector) -> tuple[FrameworkRefPorts, ...]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from engine.varmgr.desc import TensorDesc
 
@@ -31,8 +32,11 @@ class VarError(Exception):
         super().__init__(f"{status.value}: {message}")
 
 
-@dataclass(frozen=True, slots=True)
-class VarOp:
+# Note [compact records]: the records made once per variable (VarOp, VarAddr, VarDevAddr,
+# Assignment) are NamedTuples: as immutable as a frozen dataclass, with the same field names
+# and repr, but built by tuple.__new__ in a tenth of the time, which matters at 10^6
+# variables. Change one with `_replace`.
+class VarOp(NamedTuple):
     """What VarManager reads from a variable's OpDesc (None op = GE's nullptr)."""
 
     name: str
@@ -46,8 +50,7 @@ class VarOp:
     inner_offset: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class VarAddr:
+class VarAddr(NamedTuple):
     """VarAddrMgr: one VarKey's logical address."""
 
     desc: TensorDesc
@@ -57,8 +60,7 @@ class VarAddr:
     op: VarOp | None
 
 
-@dataclass(frozen=True, slots=True)
-class VarDevAddr:
+class VarDevAddr(NamedTuple):
     """VarDevAddrMgr: a logical block and its device address (0 = not yet allocated)."""
 
     desc: TensorDesc
@@ -85,8 +87,7 @@ class BroadcastInfo:
     output_size: int
 
 
-@dataclass(frozen=True, slots=True)
-class Assignment:
+class Assignment(NamedTuple):
     """What AssignVarMem did for one variable (for plans and reports)."""
 
     name: str

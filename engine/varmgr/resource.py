@@ -116,13 +116,21 @@ class VarResource:
         # Among several equal entries the earliest registered one wins (GE's map is
         # unordered, so its choice is unspecified; equal weights share one block anyway).
         self.weight_index: dict[tuple[int, bytes], list[str]] = {}
+        # the policy's lookups on the per-variable path, made once
+        self._file_slice_rules = [r for r in policy.reuse_rules if r.kind is ReuseKind.FILE_SLICE]
+        self._weights_rule = policy.reuse_rule(ReuseKind.IDENTICAL_WEIGHTS)
+        self._file_slice_rule = policy.reuse_rule(ReuseKind.FILE_SLICE)
+        self._file_constant = policy.op_types.file_constant
+        self._const_place_holder = policy.op_types.const_place_holder
+        self._render = policy.var_key.render
 
     # ---- keys ------------------------------------------------------------------
     def batch_key(self, name: str) -> str:
         return self.batch_var_name_map.get(name, name)
 
     def var_key(self, name: str, desc: TensorDesc) -> str:
-        return self.policy.var_key.render(self.batch_key(name), desc.format, desc.dtype)
+        batch = self.batch_var_name_map
+        return self._render(batch.get(name, name) if batch else name, desc.format, desc.dtype)
 
     # ---- addresses (§5) --------------------------------------------------------
     def get_var_addr(self, name: str, desc: TensorDesc) -> tuple[int, int]:
@@ -143,9 +151,12 @@ class VarResource:
         self._store(key, VarAddr(desc, logic, address, mem_type, op))
         self.var_offset_map[logic] = mem_type
         ext = None
-        if op is not None and op.type in self.policy.op_types.const_place_holder:
+        if op is not None and op.type in self._const_place_holder:
             ext = op.external_address
-        self.add_dev_addr(VarDevAddr(desc, logic, ext or 0, ext is not None))
+        dev = self.var_dev_addr_mgr_map
+        if logic not in dev:
+            self.dev_addr_order.append(logic)
+        dev[logic] = VarDevAddr(desc, logic, ext or 0, ext is not None)
 
     def set_var_addr(self, name: str, desc: TensorDesc, ptr: int, mem_type: int,
                      op: VarOp | None, key: str | None = None) -> None:
@@ -153,7 +164,8 @@ class VarResource:
         if key not in self.var_addr_mgr_map:
             offset = ptr - self.logic_base() if mem_type == self.hbm_rt else 0
             self._store(key, VarAddr(desc, ptr, offset, mem_type, op))
-        self.cur_var_tensor_desc_map[self.batch_key(name)] = desc
+        batch = self.batch_var_name_map
+        self.cur_var_tensor_desc_map[batch.get(name, name) if batch else name] = desc
 
     def add_dev_addr(self, entry: VarDevAddr) -> None:
         if entry.logic_addr not in self.var_dev_addr_mgr_map:
@@ -165,14 +177,14 @@ class VarResource:
         op = entry.op
         if op is None:
             return
-        if op.type in self.policy.op_types.file_constant and op.file_path:
+        if op.file_path and op.type in self._file_constant:
             self.file_constant_var_map.setdefault(self._file_key(op), key)   # first writer wins
-        rule = self.policy.reuse_rule(ReuseKind.IDENTICAL_WEIGHTS)
-        if rule is not None and op.type in rule.candidate_types and op.weight and op.output:
+        rule = self._weights_rule
+        if rule is not None and op.weight and op.type in rule.candidate_types and op.output:
             self.weight_index.setdefault((t.element_bytes(op.output.dtype), op.weight), []).append(key)
 
     def _file_key(self, op: VarOp) -> str:
-        rule = self.policy.reuse_rule(ReuseKind.FILE_SLICE)
+        rule = self._file_slice_rule
         form = rule.key if rule is not None else "{path}:{offset}"
         return form.format(path=op.file_path, offset=op.file_offset)
 
@@ -200,7 +212,7 @@ class VarResource:
         if entry is None:
             raise VarError(Status.FAILED, f"var_key:{old_key} can't find in var_addr_mgr_map_, "
                            f"var_name:{name} (RenewCurVarDesc)", name)
-        moved = replace(entry, desc=replace(entry.desc, format=desc.format,
+        moved = entry._replace(desc=replace(entry.desc, format=desc.format,
                                             origin_format=desc.origin_format))
         self._store(self.var_key(name, new), moved)
 
@@ -209,10 +221,10 @@ class VarResource:
         """(address, memory type, rule id) of a reusable block for a new name, or None."""
         if op is None:
             return None
-        for rule in self.policy.reuse_rules:
-            if rule.kind is ReuseKind.FILE_SLICE and op.type in rule.op_types:
+        for rule in self._file_slice_rules:
+            if op.type in rule.op_types:
                 return self._file_slice(op, rule.id)
-        rule = self.policy.reuse_rule(ReuseKind.IDENTICAL_WEIGHTS)
+        rule = self._weights_rule
         if rule is None or op.output is None:
             return None
         elem = t.element_bytes(op.output.dtype)

@@ -20,10 +20,10 @@ from pathlib import Path
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
-from engine.core.attrs import set_attr, typed_attr
+from engine.core.attrs import set_attr
 from engine.core.errors import InputError, Loc, Problem, display_path
 from engine.proto import var_manager_pb2 as vpb
-from engine.varmgr.desc import desc_from_proto, desc_to_proto
+from engine.varmgr.desc import DescCache, TensorDesc, desc_to_proto
 from engine.varmgr.manager import VarManager, VarManagerPool
 from engine.varmgr.records import BroadcastInfo, Status, TransNodeInfo, VarAddr, VarDevAddr, VarError
 from engine.varmgr.resource import VarResource, build_mem_resource
@@ -42,20 +42,21 @@ def to_info(mgr: VarManager) -> vpb.VarManagerInfo:
         graph_mem_max_size=mgr.graph_mem_max_size, var_mem_max_size=mgr.var_mem_max_size,
         var_mem_logic_base=mgr.var_mem_logic_base, use_max_mem_size=mgr.use_max_mem_size)
     r = info.var_resource
+    put = _DescWriter()
     for logic, typ in res.var_offset_map.items():
         r.var_offset_map[logic] = typ
     for key, e in res.var_addr_mgr_map.items():
         m = r.var_addr_mgr_map[key]
-        desc_to_proto(e.desc, m.desc)
+        put(e.desc, m.desc)
         m.address, m.offset, m.memory_type = e.address, e.offset, e.memory_type
     for name, desc in res.cur_var_tensor_desc_map.items():
-        desc_to_proto(desc, r.cur_var_tensor_desc_map[name])
+        put(desc, r.cur_var_tensor_desc_map[name])
     for name, road in res.var_to_trans_road.items():
         multi = r.var_to_trans_road[name]
         for step in road:
             s = multi.node_info.add(node_type=step.node_type)
-            desc_to_proto(step.input, s.input)
-            desc_to_proto(step.output, s.output)
+            put(step.input, s.input)
+            put(step.output, s.output)
     r.var_names_to_changed_graph_id.update(res.var_names_to_changed_graph_id)
     r.var_names_to_allocated_graph_id.update(res.var_names_to_allocated_graph_id)
     for gid, infos in res.var_broad_cast_info.items():
@@ -67,13 +68,40 @@ def to_info(mgr: VarManager) -> vpb.VarManagerInfo:
                 output_offset=b.output_offset, output_size=b.output_size))
     for logic, e in res.var_dev_addr_mgr_map.items():
         m = r.var_dev_addr_mgr_map[logic]
-        desc_to_proto(e.desc, m.desc)
+        put(e.desc, m.desc)
         if e.is_extern_mem:
             set_attr(m.desc.attr, EXTERN_ATTR, True)
         m.address, m.dev_addr = e.logic_addr, e.dev_addr
     for typ, mem in mgr.mem_resources.items():
         info.mem_resource_map[typ].var_mem_size = mem.var_mem_size
     return info
+
+
+class _DescWriter:
+    """desc_to_proto into an empty field, memoised per descriptor.
+
+    Note [state descriptor memo]: a session's maps hold each variable's descriptor up to
+    three times and a model has few distinct ones; a descriptor is written once and its
+    bytes merged into every further field (the same message, so the same output bytes).
+    """
+
+    def __init__(self) -> None:
+        self.memo: dict[TensorDesc, bytes] = {}
+
+    def __call__(self, desc: TensorDesc, out) -> None:
+        data = self.memo.get(desc)
+        if data is None:
+            data = self.memo[desc] = desc_to_proto(desc).SerializeToString()
+        out.MergeFromString(data)
+
+
+def _reader() -> "callable":
+    cache = DescCache()
+    return lambda td: cache.read(td)[1]
+
+
+def _first(item):
+    return item[0]
 
 
 def restore(mgr: VarManager, info: vpb.VarManagerInfo, device_id: int = 0) -> VarManager:
@@ -87,11 +115,13 @@ def restore(mgr: VarManager, info: vpb.VarManagerInfo, device_id: int = 0) -> Va
     mgr.init(mgr.version, info.session_id, device_id, info.job_id)
     res: VarResource = mgr.var_resource
     r = info.var_resource
+    desc_from_proto = _reader()
     res.var_offset_map.update(r.var_offset_map)
+    addrs = res.var_addr_mgr_map
     for key, m in r.var_addr_mgr_map.items():
-        res.var_addr_mgr_map[key] = VarAddr(desc_from_proto(m.desc), m.address, m.offset, m.memory_type, None)
-    for name, td in r.cur_var_tensor_desc_map.items():
-        res.cur_var_tensor_desc_map[name] = desc_from_proto(td)
+        addrs[key] = VarAddr(desc_from_proto(m.desc), m.address, m.offset, m.memory_type, None)
+    res.cur_var_tensor_desc_map.update((name, desc_from_proto(td))
+                                       for name, td in r.cur_var_tensor_desc_map.items())
     for name, multi in r.var_to_trans_road.items():
         res.var_to_trans_road[name] = [TransNodeInfo(s.node_type, desc_from_proto(s.input),
                                                      desc_from_proto(s.output)) for s in multi.node_info]
@@ -102,9 +132,9 @@ def restore(mgr: VarManager, info: vpb.VarManagerInfo, device_id: int = 0) -> Va
         res.var_broad_cast_info[gid] = {
             name: BroadcastInfo(b.var_name, b.broadcast_name, b.idx, b.input_offset, b.input_size,
                                 b.output_offset, b.output_size) for name, b in multi.broadcast_info.items()}
-    for logic in sorted(r.var_dev_addr_mgr_map):
-        m = r.var_dev_addr_mgr_map[logic]
-        extern = bool(typed_attr(m.desc.attr, EXTERN_ATTR, "b"))
+    for logic, m in sorted(r.var_dev_addr_mgr_map.items(), key=_first):
+        flag = m.desc.attr.get(EXTERN_ATTR)
+        extern = flag is not None and flag.WhichOneof("value") == "b" and flag.b
         desc = m.desc
         if extern:
             desc = type(m.desc)()
@@ -207,12 +237,29 @@ def load_sessions(path, policy=None) -> list[vpb.VarManagerInfo]:
 
 def encode_sessions(infos: list[vpb.VarManagerInfo], text: bool) -> bytes:
     """A MultiVarManagerInfo of `infos`, ordered by session id."""
-    multi = vpb.MultiVarManagerInfo()
-    for info in sorted(infos, key=lambda i: i.session_id):
-        multi.var_manager_info.add().CopyFrom(info)
+    ordered = sorted(infos, key=lambda i: i.session_id)
     if text:
+        multi = vpb.MultiVarManagerInfo()
+        for info in ordered:
+            multi.var_manager_info.add().CopyFrom(info)
         return text_format.MessageToString(multi).encode()
-    return multi.SerializeToString(deterministic=True)
+    # Note [multi without a copy]: a repeated message field is each element's bytes behind its
+    # tag (field 1, length-delimited: 0x0a) and length, so the sessions are serialised as they
+    # are instead of being copied into a MultiVarManagerInfo first; the bytes are the same
+    out = bytearray()
+    for info in ordered:
+        data = info.SerializeToString(deterministic=True)
+        out += b"\x0a" + _varint(len(data)) + data
+    return bytes(out)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
 def _parse(data: bytes, path, info):
@@ -246,6 +293,7 @@ def check_info(info: vpb.VarManagerInfo, policy=None) -> list[str]:
     policy = policy or default_policy()
     known = {s.rt for s in policy.memory_types}
     r = info.var_resource
+    desc_from_proto = _reader()
     out: list[str] = []
     if info.version > policy.memory.max_version:
         out.append(f"session version {info.version} is invalid (at most {policy.memory.max_version})")

@@ -64,7 +64,26 @@ def load(value: Any, pack: Pack, errors: Collector) -> VarPassConfig | None:
     except InputError as exc:
         errors.problems.extend(exc.problems)
         return None
+    _check_option_keys(policy, pack, errors)
     return VarPassConfig(policy, r.loc, entries)
+
+
+def _check_option_keys(policy, pack: Pack, errors: Collector) -> None:
+    """Every option the variable policy reads is one the pack declares (options.yaml), so a
+    typo in either file fails `rules check` instead of leaving the option without effect."""
+    declared = getattr(pack, "options", None)
+    if not declared:
+        return
+    o = policy.options
+    keys = [(o.evaluate_mode, o.loc), (o.huge_page, o.loc), (o.rdma_pool_size, o.loc),
+            (o.host_memory_size, o.loc), (policy.size_rule.padding_option, policy.size_rule.loc)]
+    m = policy.memory_modes
+    if m is not None:
+        keys += [(m.policy_option, m.loc), (m.policy_env, m.loc), (m.huge_pages_option, m.loc)]
+    for key, loc in keys:
+        if key and key not in declared:
+            errors.error(loc, f"the variable policy reads option '{key}', which the pack does not declare",
+                         did_you_mean(key, declared, "options") + " (declare it in options.yaml)")
 
 
 def session_of(ctx, cfg: VarPassConfig):

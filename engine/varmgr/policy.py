@@ -247,6 +247,7 @@ class VarPolicy:
     node_names: NodeNames
     framework_ref_ports: tuple[FrameworkRefPorts, ...]
     batch_name_postfix: str
+    external: "object | None" = None     # extpolicy.ExternalPolicy: the `external:` block (FileConstant, ...)
     _rules_by_kind: dict = field(init=False, repr=False, compare=False)
     _types_by_rt: dict = field(init=False, repr=False, compare=False)
 

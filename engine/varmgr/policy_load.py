@@ -120,9 +120,11 @@ def build_policy(doc, errors: Collector) -> VarPolicy:
     names = _node_names(top.sub("node_names"), errors)
     framework = _framework_ref_ports(top.sub("framework_ref_ports"), errors)
     batch_postfix = top.str("batch_name_postfix")
+    from engine.varmgr.extpolicy import build_external        # the `external:` block (FileConstant, ...)
+    external = build_external(top.sub("external"), errors) if "external" in top.map else None
     top.done()
     return VarPolicy(top.loc.file, version, op_types, attrs, var_key, memory, mem_types,
-                     selection, size_rule, reuse, options, fusion, names, framework, batch_postfix)
+                     selection, size_rule, reuse, options, fusion, names, framework, batch_postfix, external)
 
 
 def _framework_ref_ports(m: _Map, errors: Collector) -> tuple[FrameworkRefPorts, ...]:

@@ -1,0 +1,73 @@
+"""`run --option ge.externalWeight=1|2 --out OUT`: the external-weight export of GraphManager::Build
+(engine/varmgr/export.py), its weight files written into OUT's folder `weight/` together with
+the command's other outputs (engine/cli/outputs.py): all or none, and a `weight/` folder the
+command made is removed again when the write fails.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from engine.core.errors import InputError, Loc, PassFailure, Problem
+
+
+class WeightExport:
+    """What one run exports; `mode` None = the option is unset or 0."""
+
+    def __init__(self, ctx, out: str | None):
+        cfg = ctx.pack.configs.get("var_policy")
+        self.ext = getattr(cfg.policy, "external", None) if cfg is not None else None
+        self.mode = self.ext.export.mode(ctx.options.get(self.ext.export.option)) if self.ext else None
+        self.out = out
+        self.files: list[tuple[str, bytes]] = []
+        self.converted = []
+        if self.mode is not None and out == "-":
+            raise InputError(Problem(Loc("--out"), f"{self.ext.export.option} writes weight files beside --out, "
+                                     "which is standard output here", "give --out a file name"))
+
+    def apply(self, ctx) -> None:
+        """Build's ConvertConstToFileConst, before the variables are placed (as in GE)."""
+        if self.mode is None:
+            return
+        if self.out is None:
+            sys.stderr.write(f"memconflict: note: {self.ext.export.option} is set but there is no --out: "
+                             "no weights exported\n")
+            return
+        from engine.varmgr.export import export_weights
+        from engine.varmgr.records import VarError
+        try:
+            self.files, self.converted = export_weights(ctx.model, self.ext, self.mode, self.out)
+        except VarError as exc:
+            raise PassFailure("external weight export", exc.message, exc.var) from None
+
+    def write(self, files, outputs: list[tuple[str, bytes]]) -> None:
+        """Claim the weight files (making their folder) and write everything together."""
+        made = None
+        if self.files:
+            folder = os.path.dirname(self.files[0][0])
+            if not os.path.isdir(folder):
+                try:
+                    os.mkdir(folder)
+                except OSError as exc:
+                    from engine.cli.outputs import OutputError
+                    raise OutputError(f"cannot make the weight folder '{folder}': {exc.strerror}") from None
+                made = folder
+        try:
+            for path, _ in self.files:
+                files.claim("weight file", path)
+            files.write(outputs + self.files)
+        except BaseException:
+            if made is not None:
+                try:
+                    os.rmdir(made)
+                except OSError:
+                    pass
+            raise
+
+    def summary(self) -> str | None:
+        if not self.converted:
+            return None
+        names = sorted({c.file for c in self.converted})
+        return (f"external weights ({self.ext.export.option}: {self.mode}): {len(self.converted)} constants -> "
+                f"FileConstant, {len(names)} file(s) in {os.path.dirname(self.files[0][0]) or '.'}: "
+                + ", ".join(names))

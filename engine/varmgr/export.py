@@ -1,0 +1,150 @@
+"""The external-weight export of GraphManager::Build (`ge.externalWeight` 1 or 2).
+
+ComputeHashForConstNodes gives every constant with a non-empty weight `_value_sha256`;
+ConvertConstToFileConst then turns them, sorted by (name, graph name, id), into FileConstants:
+mode 1 (per_weight) writes one file `weight_<hash>` per distinct weight, mode 2 (combined)
+one file `<om name>_weight_combined` holding each distinct weight once, padded to 512 bytes.
+Each converted node is renamed `<name>_<hash>`, loses its weight and gets `location`,
+`offset`, `length`, `dtype`, `shape` and `original_shape`.
+
+Note [export beside the graph]: GE writes the files to a temporary folder and, when it saves
+the om, moves them to `<om dir>/weight/` and sets `location` to the bare file name
+(ChangeFilePathAttr); memconflict writes the end state directly: `--out`'s folder is the om
+dir. `export_weights` returns the files to write and changes the model; the command writes
+them with its other outputs, all or none.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+
+from engine.core.attrs import set_attr, typed_attr
+from engine.core.graph import Model, Node
+from engine.varmgr.desc import desc_from_proto
+from engine.varmgr.extpolicy import ExternalPolicy
+from engine.varmgr.records import Status, VarError
+
+
+@dataclass(frozen=True, slots=True)
+class Converted:
+    """One constant turned into a FileConstant (for the command's summary and tests)."""
+
+    old_name: str
+    new_name: str
+    graph: str
+    file: str          # the file name written in `location`
+    offset: int
+    length: int
+
+
+def ge_sha256_hex(data: bytes) -> str:
+    """GE's hash text: each digest byte in hex *without* zero padding.
+
+    Note [unpadded sha256]: ComputeHashForConstNodes streams `std::hex << int(byte)`, so a
+    byte 0x0a prints as "a"; the text (and the file names made from it) is shorter than 64
+    characters whenever a digest byte is below 0x10. memconflict keeps GE's names.
+    """
+    return "".join(f"{b:x}" for b in hashlib.sha256(data).digest())
+
+
+def _is_empty_tensor(weight) -> bool:
+    return any(d == 0 for d in weight.desc.shape.dim)          # GeShape::IsEmptyTensor
+
+
+def compute_hashes(model: Model, ext: ExternalPolicy) -> None:
+    ex = ext.export
+    for node in model.all_nodes():
+        if node.type not in ex.const_types:
+            continue
+        weight = typed_attr(node.op.attr, ex.weights, "t")
+        if weight is None or _is_empty_tensor(weight):
+            continue                                           # "weight is null or empty tensor"
+        set_attr(node.op.attr, ex.sha256, ge_sha256_hex(bytes(weight.data)), "s")
+
+
+def const_nodes(model: Model, ext: ExternalPolicy) -> list[tuple[Node, bytes, str]]:
+    """GetAllConstNodesAndWeightHash, sorted as SortConstNodeWeightHashList sorts."""
+    ex = ext.export
+    out = []
+    for node in model.all_nodes():
+        if node.type not in ex.const_types:
+            continue
+        digest = typed_attr(node.op.attr, ex.sha256, "s")
+        if not digest:
+            continue
+        weight = typed_attr(node.op.attr, ex.weights, "t")
+        if weight is None:
+            raise VarError(Status.FAILED, f"Failed to get weight of const node:{node.name} (it has "
+                           f"{ex.sha256} but no '{ex.weights}' tensor)", node.name)
+        out.append((node, bytes(weight.data), digest))
+    out.sort(key=lambda e: (e[0].name, e[0].graph.name, e[0].op.id))
+    return out
+
+
+def export_weights(model: Model, ext: ExternalPolicy, mode: str, out_path: str) -> tuple[list[tuple[str, bytes]], list[Converted]]:
+    """Convert the model's constants; returns (weight files to write, what was converted)."""
+    compute_hashes(model, ext)
+    found = const_nodes(model, ext)
+    if not found:
+        return [], []
+    ex = ext.export
+    folder = os.path.join(os.path.dirname(out_path), ext.file_constant.weight_dir)
+    files: dict[str, bytearray] = {}
+    placed: dict[str, tuple[str, int]] = {}                     # hash -> (file name, offset)
+    if mode == "combined":
+        name = ex.combined_name.format(stem=_om_name(model, ext, out_path))
+        blob = files.setdefault(name, bytearray())
+        for _, data, digest in found:
+            if digest not in placed:
+                placed[digest] = (name, len(blob))
+                blob += data + bytes(-len(data) % ex.align)
+    else:
+        for _, data, digest in found:
+            if digest not in placed:
+                name = ex.file_name.format(hash=digest)
+                placed[digest] = (name, 0)
+                files[name] = bytearray(data)
+    done = [_convert(node, data, digest, placed[digest], ext) for node, data, digest in found]
+    return [(os.path.join(folder, n), bytes(b)) for n, b in sorted(files.items())], done
+
+
+def _om_name(model: Model, ext: ExternalPolicy, out_path: str) -> str:
+    attr = model.root.attr(ext.export.om_name_attr)
+    prefix = attr.s.decode("utf-8", "replace") if attr is not None and attr.s else out_path
+    name = os.path.basename(prefix)
+    return name.rsplit(".", 1)[0] if "." in name else name
+
+
+def _convert(node: Node, data: bytes, digest: str, where: tuple[str, int], ext: ExternalPolicy) -> Converted:
+    keys, ex = ext.file_constant, ext.export
+    op = node.op
+    old = node.name
+    rename(node, ex.node_name.format(name=old, hash=digest))
+    op.type = node.type = ex.file_constant_type
+    del op.attr[ex.weights]
+    file, offset = where
+    set_attr(op.attr, keys.offset, offset, "i")
+    set_attr(op.attr, keys.length, len(data), "i")
+    set_attr(op.attr, keys.location, file, "s")
+    if op.output_desc:
+        td = op.output_desc[0]
+        set_attr(op.attr, keys.dtype, td.dtype, "dt")
+        set_attr(op.attr, keys.shape, list(td.shape.dim), "list_i")
+        origin = desc_from_proto(td, "").origin_dims
+        set_attr(op.attr, keys.original_shape, list(origin or ()), "list_i")
+    return Converted(old, node.name, node.graph.name, file, offset, len(data))
+
+
+def rename(node: Node, new: str) -> None:
+    """Give a node a new name; its consumers' inputs are rewritten when the graph is saved."""
+    g = node.graph
+    if g.by_name.get(node.name) is node:
+        del g.by_name[node.name]
+    node.name = node.op.name = new
+    g.by_name[new] = node
+    for anchor in node.outs:
+        for peer in anchor.peers:
+            peer.node.dirty = True
+    for other in node.out_ctrl:
+        other.dirty = True

@@ -1,0 +1,156 @@
+"""The external-weight export of GraphManager::Build: `run --option ge.externalWeight=1|2 --out OUT`
+(ComputeHashForConstNodes + FileConstantUtils::ConvertConstToFileConst), its files beside OUT."""
+import hashlib
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+from engine.core.attrs import attr_value
+from engine.core.dumpio import load_model
+from engine.proto import ge_ir_pb2 as pb
+from engine.varmgr.export import ge_sha256_hex
+
+CASES = Path(__file__).resolve().parents[1] / "cases" / "variables" / "fileconst"
+W12 = struct.pack("<2i", 1, 2)
+BIAS = struct.pack("<3i", 3, 4, 5)
+
+
+@pytest.fixture
+def case(tmp_path):
+    for f in CASES.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    (tmp_path / "out").mkdir()
+    return tmp_path
+
+
+def run(case, mode, out="out/model.pbtxt", *extra):
+    return main(["run", str(case / "export.pbtxt"), "--quiet", "--option", f"ge.externalWeight={mode}",
+                 "--out", str(case / out), *extra])
+
+
+def attrs(node):
+    return {k: attr_value(node.op.attr[k]) for k in node.op.attr}
+
+
+def test_ge_hash_text_drops_leading_zeros_of_each_byte():
+    digest = hashlib.sha256(b"abc").digest()
+    text = ge_sha256_hex(b"abc")
+    assert text == "".join(format(b, "x") for b in digest)
+    assert len(text) < 64 and text != digest.hex()           # the digest of "abc" has bytes below 0x10
+
+
+def test_per_weight_mode_writes_one_file_per_distinct_weight(case):
+    assert run(case, 1) == 0
+    h12, hb = ge_sha256_hex(W12), ge_sha256_hex(BIAS)
+    weight = case / "out" / "weight"
+    assert sorted(p.name for p in weight.iterdir()) == sorted([f"weight_{h12}", f"weight_{hb}"])
+    assert (weight / f"weight_{h12}").read_bytes() == W12 and (weight / f"weight_{hb}").read_bytes() == BIAS
+    model = load_model(case / "out" / "model.pbtxt")
+    w1 = model.root.find(f"w1_{h12}")
+    assert w1 is not None and w1.type == "FileConstant" and model.root.find("w1") is None
+    a = attrs(w1)
+    assert "value" not in a
+    assert (a["location"], a["offset"], a["length"], a["_value_sha256"]) == (f"weight_{h12}", 0, 8, h12)
+    assert a["shape"] == [2] and a["original_shape"] == [] and a["dtype"] == pb.DT_INT32
+    assert model.root.find(f"w2_{h12}").op.attr["location"].s.decode() == f"weight_{h12}"
+    empty = model.root.find("empty")                          # an empty tensor stays a Const
+    assert empty.type == "Const" and "_value_sha256" not in empty.op.attr
+    assert list(model.root.find("add").op.input) == [f"w1_{h12}:0", f"w2_{h12}:0"]
+
+
+def test_combined_mode_writes_one_padded_file_with_offsets(case):
+    assert run(case, 2) == 0
+    weight = case / "out" / "weight"
+    assert [p.name for p in weight.iterdir()] == ["model_weight_combined"]
+    blob = (weight / "model_weight_combined").read_bytes()
+    assert len(blob) == 1024
+    model = load_model(case / "out" / "model.pbtxt")
+    h12, hb = ge_sha256_hex(W12), ge_sha256_hex(BIAS)
+    # sorted by name: bias, w1, w2 -> bias at 0, the shared w1/w2 weight at 512
+    rows = {n: attrs(model.root.find(f"{n}_{h}")) for n, h in (("bias", hb), ("w1", h12), ("w2", h12))}
+    assert [(r["location"], r["offset"], r["length"]) for r in rows.values()] == [
+        ("model_weight_combined", 0, 12), ("model_weight_combined", 512, 8), ("model_weight_combined", 512, 8)]
+    assert blob[:12] == BIAS and blob[12:512] == bytes(500) and blob[512:520] == W12
+
+
+def test_combined_file_takes_the_om_name_attribute_when_the_graph_has_one(case):
+    text = (case / "export.pbtxt").read_text()
+    marker = 'name: "export"\n'
+    assert marker in text
+    attr = '  attr {\n    key: "ge.modelFileNamePrefix"\n    value {\n      s: "models/resnet.om"\n    }\n  }\n'
+    # graph attributes follow the ops in GE's text form: put it before the graph's closing brace
+    head, _, rest = text.partition(marker)
+    body, close = rest.rsplit("}", 1)
+    (case / "export.pbtxt").write_text(head + marker + body + attr + "}" + close)
+    assert run(case, 2) == 0
+    assert [p.name for p in (case / "out" / "weight").iterdir()] == ["resnet_weight_combined"]
+
+
+def test_export_is_deterministic(case):
+    assert run(case, 2) == 0
+    first = {p.name: p.read_bytes() for p in (case / "out").rglob("*") if p.is_file()}
+    assert run(case, 2) == 0
+    assert {p.name: p.read_bytes() for p in (case / "out").rglob("*") if p.is_file()} == first
+
+
+def test_modes_0_and_unset_leave_constants_alone(case):
+    assert run(case, 0) == 0
+    assert not (case / "out" / "weight").exists()
+    assert load_model(case / "out" / "model.pbtxt").root.find("w1").type == "Const"
+
+
+def test_an_invalid_mode_is_refused(case, capsys):
+    assert run(case, 3) == 2
+    assert "option 'ge.externalWeight': bad value '3'" in capsys.readouterr().err
+
+
+def test_without_out_nothing_is_exported(case, capsys):
+    assert main(["run", str(case / "export.pbtxt"), "--quiet", "--option", "ge.externalWeight=1"]) == 0
+    assert "ge.externalWeight is set but there is no --out: no weights exported" in capsys.readouterr().err
+    assert not (case / "weight").exists()
+
+
+def test_out_on_stdout_is_refused(case, capsys):
+    assert main(["run", str(case / "export.pbtxt"), "--quiet", "--option", "ge.externalWeight=1", "--out", "-"]) == 2
+    assert "ge.externalWeight writes weight files beside --out" in capsys.readouterr().err
+
+
+def test_a_failed_write_leaves_no_output_and_no_weight_folder(case, monkeypatch, capsys):
+    import engine.cli.outputs as outputs
+    calls = []
+
+    def full_disk(fh, data):
+        calls.append(fh.name)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        fh.write(data)
+    monkeypatch.setattr(outputs, "_write", full_disk)
+    assert run(case, 1, "out/model.pbtxt", "--report-json", str(case / "out" / "r.json")) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert sorted(p.name for p in (case / "out").iterdir()) == []
+
+
+def test_a_weight_folder_that_is_a_file_is_refused(case, capsys):
+    (case / "out" / "weight").write_text("not a folder")
+    assert run(case, 1) == 2
+    assert not (case / "out" / "model.pbtxt").exists()
+
+
+def test_exported_graph_plans_and_loads_its_weights_back(case, capsys):
+    assert run(case, 1) == 0
+    state, plan = case / "s.pb", case / "plan.json"
+    compiled = case / "out" / "compiled.pbtxt"
+    assert main(["vars", "plan", str(case / "out" / "model.pbtxt"), "--save-state", str(state), "--json", str(plan),
+                 "--out", str(compiled)]) == 0
+    h12 = ge_sha256_hex(W12)
+    rows = {v["node"]: v for v in json.loads(plan.read_text())["graphs"][0]["variables"]}
+    assert rows[f"w2_{h12}"]["decision"] == "var/file-constant-slice"       # same location and offset
+    addr = rows[f"w1_{h12}"]["address"]
+    capsys.readouterr()
+    assert main(["vars", "addr", str(state), str(addr), "--dump", "--graph", str(compiled)]) == 0
+    out = capsys.readouterr().out
+    assert f"weight_{h12} @ 0 -> 0x" in out and "01 00 00 00 02 00 00 00" in out

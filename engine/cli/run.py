@@ -199,7 +199,7 @@ class _VarState:
 
     def finish(self, ctx) -> None:
         from engine.cli.varstate import end_graph
-        end_graph(self.session, ctx.model, self.args.graph)
+        ctx.var_plan = end_graph(self.session, ctx.model, self.args.graph)    # the report links to it
 
     def encoded(self) -> bytes:
         from engine.cli.varstate import encoded

@@ -167,6 +167,8 @@ def build_report(ctx: RunContext, input_file: str, before: dict) -> dict:
         "diagnostics": diagnostics,
         "rules": _rule_table(ctx, ctx.insertions, ctx.diagnostics),
     }
+    from engine.report.varlinks import link_variables
+    link_variables(report, ctx, getattr(ctx, "var_plan", None))     # variable-pass insertions -> their variable
     notes = getattr(ctx.model, "notes", None)
     if notes:       # how the input was read: derived attributes, port names from the pack, ...
         report["input_notes"] = [{"kind": k, "text": t} for k, t in notes]

@@ -1,0 +1,60 @@
+"""The run report's link from each variable-pass insertion to its variable: the variable's
+name, node and planned address (`insertions[].variable` in the JSON; a step of the card in
+HTML and `explain`).
+
+The plan is the run's own placement with `--var-state` (the session the graph compiled in);
+otherwise the graph is placed in a fresh session on a copy, so the report shows where the
+build would put the variable without changing the run's output.
+"""
+from __future__ import annotations
+
+from engine.report.explain import step
+
+
+def link_variables(report: dict, ctx, plan=None) -> None:
+    """Add `variable` to the insertion records of variable passes whose facts name one."""
+    var_passes = {pid for pid, spec in ctx.pack.passes.items() if spec.algorithm == "variable_pass"}
+    wanted = [r for r in report["insertions"]
+              if r["pass"] in var_passes and isinstance(r.get("reason"), dict) and r["reason"].get("variable")]
+    if not wanted:
+        return
+    where = "the run's session (--var-state)"
+    failure = None
+    if plan is None:
+        plan, failure = _fresh_plan(ctx)
+        where = "a fresh session (a copy of the graph)"
+    rows = {}
+    for e in (plan.entries if plan is not None else ()):
+        rows.setdefault(e.name, e)
+    for r in wanted:
+        name = str(r["reason"]["variable"])
+        e = rows.get(name)
+        link = {"name": name, "node": e.node if e else None, "graph": e.graph if e else None,
+                "address": e.address if e else None, "memory_type": e.memory_type if e else None,
+                "var_key": e.key if e else None, "planned_in": where}
+        if e is None:
+            link["why_no_address"] = failure or "the variable is not placed (a ref, or not a placed type)"
+            text = f"the variable is {name} (no planned address: {link['why_no_address']})"
+        else:
+            text = (f"the variable is {name}: planned at {e.address} ({e.memory_type}, VarKey {e.key}) "
+                    f"in {where}")
+        r["variable"] = link
+        r.setdefault("explanation", []).append(step(text))
+
+
+def _fresh_plan(ctx):
+    from engine.core.dumpio import build_model, serialize_model
+    from engine.proto import ge_ir_pb2 as pb
+    from engine.varmgr.manager import VarManagerPool
+    from engine.varmgr.placement import plan_graph
+    from engine.varmgr.records import VarError
+    from engine.varmgr.session import open_session
+    cfg = ctx.pack.configs.get("var_policy")
+    if cfg is None:
+        return None, "the pack has no variable policy"
+    copy = build_model(pb.ModelDef.FromString(serialize_model(ctx.model)), "<copy>")
+    try:
+        vm = open_session(VarManagerPool(cfg.policy), None, None, dict(ctx.options), None)
+        return plan_graph(copy, vm, 0), None
+    except VarError as exc:
+        return None, f"placement failed: {exc.message}"

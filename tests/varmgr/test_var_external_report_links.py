@@ -1,0 +1,43 @@
+"""The run report links each variable-pass insertion to its variable and planned address
+(engine/report/varlinks.py): JSON `insertions[].variable`, a step of the HTML card."""
+import json
+from pathlib import Path
+
+from engine.cli import main
+
+CASE = Path(__file__).resolve().parents[1] / "cases" / "variables" / "own-prepare-refswitch.yaml"
+BASE = 137_438_953_472
+
+
+def report(tmp_path, *extra) -> dict:
+    out = tmp_path / "r.json"
+    assert main(["run", str(CASE), "--passes", "variable_prepare", "--quiet", "--report-json", str(out),
+                 "--report-html", str(tmp_path / "r.html"), *extra]) == 0
+    return json.loads(out.read_text())
+
+
+def test_variable_insertions_name_their_variable_and_address(tmp_path):
+    r = report(tmp_path)
+    by_name = {i["name"]: i for i in r["insertions"]}
+    link = by_name["var_TO_assign_REF_0"]["variable"]
+    assert link == {"name": "var", "node": "var", "graph": "root", "address": BASE, "memory_type": "HBM",
+                    "var_key": "var0_0", "planned_in": "a fresh session (a copy of the graph)"}
+    assert "variable" not in by_name["Identity_assign_TO_refmerge_0"]      # its facts name no variable
+    step = by_name["var_TO_assign_REF_0"]["explanation"][-1]["text"]
+    assert step == f"the variable is var: planned at {BASE} (HBM, VarKey var0_0) in a fresh session (a copy of the graph)"
+    assert step in (tmp_path / "r.html").read_text()
+
+
+def test_the_copy_leaves_the_output_graph_unplaced(tmp_path):
+    out = tmp_path / "o.pbtxt"
+    report(tmp_path, "--out", str(out))
+    assert f"{BASE}" not in out.read_text()
+
+
+def test_with_var_state_the_link_is_the_runs_own_placement(tmp_path):
+    state = tmp_path / "s.pb"
+    r = report(tmp_path, "--var-state", str(state))
+    link = next(i["variable"] for i in r["insertions"] if "variable" in i)
+    assert link["address"] == BASE and link["planned_in"] == "the run's session (--var-state)"
+    r = report(tmp_path, "--var-state", str(state), "--session", "3")
+    assert next(i["variable"] for i in r["insertions"] if "variable" in i)["address"] == BASE

@@ -78,6 +78,8 @@ def explain_insertion(ctx: RunContext, ins) -> tuple[dict, dict]:
     evidence = Evidence(ctx)
     k = next((k for k, i in enumerate(ctx.insertions) if i is ins), -1)
     rec = _insertion(ctx, ins, evidence, _removals(ctx), ctx.seen.get(k))
+    from engine.report.varlinks import link_variables
+    link_variables({"insertions": [rec]}, ctx, getattr(ctx, "var_plan", None))
     return rec, _rule_table(ctx, [ins], [])
 
 

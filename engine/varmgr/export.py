@@ -93,7 +93,8 @@ def export_weights(model: Model, ext: ExternalPolicy, mode: str, out_path: str) 
     files: dict[str, bytearray] = {}
     placed: dict[str, tuple[str, int]] = {}                     # hash -> (file name, offset)
     if mode == "combined":
-        name = ex.combined_name.format(stem=_om_name(model, ext, out_path))
+        stem = _om_name(model, ext)
+        name = ex.combined_name.format(stem=stem) if stem else ex.combined_default
         blob = files.setdefault(name, bytearray())
         for _, data, digest in found:
             if digest not in placed:
@@ -109,11 +110,19 @@ def export_weights(model: Model, ext: ExternalPolicy, mode: str, out_path: str) 
     return [(os.path.join(folder, n), bytes(b)) for n, b in sorted(files.items())], done
 
 
-def _om_name(model: Model, ext: ExternalPolicy, out_path: str) -> str:
+def _om_name(model: Model, ext: ExternalPolicy) -> str:
+    """SaveWeightToOneFileWithReuse's stem: the om name from the root graph's model-file-name
+    prefix without its extension, else the root graph's name ("" when it has none).
+
+    Note [combined file name]: atc sets the prefix from --output; a session compile (what
+    `memconflict run` mirrors) has none, so the file is named after the graph, as in GE's
+    test_reuse_external_weight_combined_use_graph_name_success.
+    """
     attr = model.root.attr(ext.export.om_name_attr)
-    prefix = attr.s.decode("utf-8", "replace") if attr is not None and attr.s else out_path
+    prefix = attr.s.decode("utf-8", "replace") if attr is not None and attr.s else ""
     name = os.path.basename(prefix)
-    return name.rsplit(".", 1)[0] if "." in name else name
+    name = name.rsplit(".", 1)[0] if "." in name else name
+    return name or model.root.name
 
 
 def _convert(node: Node, data: bytes, digest: str, where: tuple[str, int], ext: ExternalPolicy) -> Converted:

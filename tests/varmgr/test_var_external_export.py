@@ -65,19 +65,20 @@ def test_per_weight_mode_writes_one_file_per_distinct_weight(case):
 def test_combined_mode_writes_one_padded_file_with_offsets(case):
     assert run(case, 2) == 0
     weight = case / "out" / "weight"
-    assert [p.name for p in weight.iterdir()] == ["model_weight_combined"]
-    blob = (weight / "model_weight_combined").read_bytes()
+    # no om name (a session compile): named after the graph (..._use_graph_name_success)
+    assert [p.name for p in weight.iterdir()] == ["export_weight_combined"]
+    blob = (weight / "export_weight_combined").read_bytes()
     assert len(blob) == 1024
     model = load_model(case / "out" / "model.pbtxt")
     h12, hb = ge_sha256_hex(W12), ge_sha256_hex(BIAS)
     # sorted by name: bias, w1, w2 -> bias at 0, the shared w1/w2 weight at 512
     rows = {n: attrs(model.root.find(f"{n}_{h}")) for n, h in (("bias", hb), ("w1", h12), ("w2", h12))}
     assert [(r["location"], r["offset"], r["length"]) for r in rows.values()] == [
-        ("model_weight_combined", 0, 12), ("model_weight_combined", 512, 8), ("model_weight_combined", 512, 8)]
+        ("export_weight_combined", 0, 12), ("export_weight_combined", 512, 8), ("export_weight_combined", 512, 8)]
     assert blob[:12] == BIAS and blob[12:512] == bytes(500) and blob[512:520] == W12
 
 
-def test_combined_file_takes_the_om_name_attribute_when_the_graph_has_one(case):
+def test_combined_file_takes_the_om_name_attribute_when_the_graph_has_one(case):      # ..._use_om_name_success
     text = (case / "export.pbtxt").read_text()
     marker = 'name: "export"\n'
     assert marker in text

@@ -120,6 +120,7 @@ def load_graph_weights(vm, graph_path: str, options: dict[str, str], device: int
     policy = vm.policy
     lines = []
     bins = None
+    loaded: set[str] = set()             # ExternalWeightManager::CheckAndSetWeightLoaded, "path:offset"
     for node in model.all_nodes():
         if node.type not in policy.op_types.placed or not node.op.output_i:
             continue
@@ -143,6 +144,11 @@ def load_graph_weights(vm, graph_path: str, options: dict[str, str], device: int
                     lines.append(f"{node.name}: no weight file (file id '{wf.file_id}' not in "
                                  f"{ext.file_constant.value_bins_option})")
                     continue
+                key = f"{wf.path}:{wf.offset}"
+                if key in loaded:
+                    lines.append(f"{node.name}: {key} already loaded on device {device}, not copied again")
+                    continue
+                loaded.add(key)
                 file = resolve_path(wf, base, ext.file_constant)
                 data = read_weight(node, wf, file, size, size)
                 what = f"{display_path(file)} @ {wf.offset}"

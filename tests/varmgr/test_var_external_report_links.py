@@ -21,17 +21,35 @@ def test_variable_insertions_name_their_variable_and_address(tmp_path):
     by_name = {i["name"]: i for i in r["insertions"]}
     link = by_name["var_TO_assign_REF_0"]["variable"]
     assert link == {"name": "var", "node": "var", "graph": "root", "address": BASE, "memory_type": "HBM",
-                    "var_key": "var0_0", "planned_in": "a fresh session (a copy of the graph)"}
+                    "var_key": "var0_0", "planned_in": "a fresh session"}
     assert "variable" not in by_name["Identity_assign_TO_refmerge_0"]      # its facts name no variable
     step = by_name["var_TO_assign_REF_0"]["explanation"][-1]["text"]
-    assert step == f"the variable is var: planned at {BASE} (HBM, VarKey var0_0) in a fresh session (a copy of the graph)"
+    assert step == f"the variable is var: planned at {BASE} (HBM, VarKey var0_0) in a fresh session"
     assert step in (tmp_path / "r.html").read_text()
 
 
-def test_the_copy_leaves_the_output_graph_unplaced(tmp_path):
-    out = tmp_path / "o.pbtxt"
+def test_the_fresh_placement_leaves_the_output_graph_as_it_was(tmp_path):
+    out, plain = tmp_path / "o.pbtxt", tmp_path / "plain.pbtxt"
     report(tmp_path, "--out", str(out))
     assert f"{BASE}" not in out.read_text()
+    assert main(["run", str(CASE), "--passes", "variable_prepare", "--quiet", "--out", str(plain)]) == 0
+    assert out.read_bytes() == plain.read_bytes()
+
+
+def test_fresh_placement_restores_every_field_it_wrote():
+    from engine.core.dumpio import serialize_model
+    from engine.passes.catalog import load_pack
+    from engine.core.io import load_graph
+    from engine.passes.context import RunContext
+    from engine.report.varlinks import _fresh_plan
+    pack = load_pack(None)
+    model, _ = load_graph(str(CASE), pack)
+    node = model.root.find("var")
+    node.op.output_i.extend([7])
+    before = serialize_model(model)
+    plan, why = _fresh_plan(RunContext(pack, model, {}))
+    assert why is None and plan.entries[0].address == BASE
+    assert serialize_model(model) == before
 
 
 def test_with_var_state_the_link_is_the_runs_own_placement(tmp_path):

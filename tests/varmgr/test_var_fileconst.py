@@ -186,6 +186,7 @@ def test_dump_shows_the_weight_loaded_from_the_file(case, capsys):        # Init
     assert main(["vars", "addr", str(state), str(slice_addr), "--dump", "--graph", str(compiled), *opt]) == 0
     out = capsys.readouterr().out
     assert "4 of 64 bytes written" in out and "45 46 47 48" in out and "|EFGH|" in out
+    assert "same_slice: weights.bin:4 already loaded on device 0, not copied again" in out
 
 
 def test_dump_of_a_missing_weight_file_fails_with_e13001(case, capsys):

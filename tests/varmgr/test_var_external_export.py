@@ -155,3 +155,78 @@ def test_exported_graph_plans_and_loads_its_weights_back(case, capsys):
     assert main(["vars", "addr", str(state), str(addr), "--dump", "--graph", str(compiled)]) == 0
     out = capsys.readouterr().out
     assert f"weight_{h12} @ 0 -> 0x" in out and "01 00 00 00 02 00 00 00" in out
+
+
+# ---- GetAllConstNodesAndWeightHash and the policy block --------------------------------
+def _model_with_subgraph():
+    from .conftest import desc
+    from .graphs import GraphBuilder, tensor
+    b = GraphBuilder("root")
+    b.sub("a_sub")
+    b.op("k", "Const", outs=[desc((1,), dtype=3)], attrs={"value": tensor(struct.pack("<i", 9), desc((1,), dtype=3))})
+    b.op("b", "Const", outs=[desc((1,), dtype=3)], attrs={"value": tensor(struct.pack("<i", 8), desc((1,), dtype=3))})
+    b.op("k", "Const", outs=[desc((1,), dtype=3)], attrs={"value": tensor(struct.pack("<i", 7), desc((1,), dtype=3))},
+         graph="a_sub")
+    b.op("call", "PartitionedCall", outs=[desc((1,), dtype=3)], subgraphs=["a_sub"])
+    return b.build()
+
+
+def test_constants_are_ordered_by_name_then_owner_graph():       # GetAllConstNodesAndWeightHash_Orders...
+    from engine.varmgr.export import compute_hashes, const_nodes
+    from engine.varmgr.policy_load import default_policy
+    ext = default_policy().external
+    model = _model_with_subgraph()
+    compute_hashes(model, ext)
+    assert [(n.name, n.graph.name) for n, _, _ in const_nodes(model, ext)] == [("b", "root"), ("k", "a_sub"), ("k", "root")]
+
+
+def test_combined_offsets_follow_that_order():
+    from engine.varmgr.export import export_weights
+    from engine.varmgr.policy_load import default_policy
+    model = _model_with_subgraph()
+    files, done = export_weights(model, default_policy().external, "combined", "/o/g.pbtxt")
+    assert [(c.old_name, c.graph, c.offset) for c in done] == [("b", "root", 0), ("k", "a_sub", 512), ("k", "root", 1024)]
+    assert files == [("/o/weight/root_weight_combined", struct.pack("<i", 8) + bytes(508) + struct.pack("<i", 7)
+                      + bytes(508) + struct.pack("<i", 9) + bytes(508))]
+
+
+def test_a_hash_without_a_weight_fails(case, capsys):
+    from engine.varmgr.export import export_weights
+    from engine.varmgr.policy_load import default_policy
+    from engine.varmgr.records import VarError
+    from .conftest import desc
+    from .graphs import GraphBuilder
+    b = GraphBuilder()
+    b.op("c", "Const", outs=[desc((1,))], attrs={"_value_sha256": "abc"})
+    with pytest.raises(VarError, match="Failed to get weight of const node:c"):
+        export_weights(b.build(), default_policy().external, "per_weight", "/o/g.pbtxt")
+
+
+def test_export_happens_before_the_variables_are_placed(case):
+    state = case / "s.pb"
+    assert run(case, 1, "out/model.pbtxt", "--var-state", str(state)) == 0
+    from engine.varmgr.state import load_sessions
+    from engine.varmgr.policy_load import default_policy
+    info = load_sessions(str(state), default_policy())[0]
+    keys = sorted(info.var_resource.var_addr_mgr_map)
+    h12 = ge_sha256_hex(W12)
+    assert any(k.startswith(f"w1_{h12}") for k in keys) and not any(k.startswith("w1") and h12 not in k for k in keys)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (('modes: {"1": per_weight, "2": combined}', 'modes: {"1": per_weight, "2": joined}'),
+     "external.export.modes: unknown mode 'joined'"),
+    (('file_name: "weight_{hash}"', 'file_name: "weight_{digest}"'), "unknown placeholder '{digest}' in 'weight_{digest}'"),
+    (("    addr: addr\n", "    addr: addr\n    extra: 1\n"), "unknown key 'extra'"),
+])
+def test_the_external_block_is_checked_strictly(tmp_path, edit, message):
+    from engine.core.errors import InputError
+    from engine.core.resources import default_pack_dir
+    from engine.varmgr.policy_load import load_policy
+    text = (default_pack_dir() / "variables.yaml").read_text()
+    assert edit[0] in text
+    f = tmp_path / "variables.yaml"
+    f.write_text(text.replace(edit[0], edit[1]))
+    with pytest.raises(InputError) as info:
+        load_policy(f)
+    assert message in str(info.value) and "variables.yaml:" in str(info.value)

@@ -53,24 +53,23 @@ def value_bins(text: str | None, keys: FileConstantKeys) -> dict[str, str]:
         raise ValueBinsError(f"E10001: value '{text}' for parameter {keys.value_bins_option} is invalid: it is "
                              f"not a valid json string, exception: {exc}") from None
     # Note [value_bins top level]: GE iterates the parsed JSON (an object's values, an array's
-    # items, a scalar itself) and reads each as a list of objects; the top-level key is never
-    # checked. A value of another shape makes nlohmann::json throw type_error, which GE does
-    # not catch; memconflict reports it instead of crashing.
+    # items, a scalar itself) and reads each as a list; the top-level key is never checked.
+    # A value that is not a list, or an id or file that is not a string, makes nlohmann::json
+    # throw type_error, which GE does not catch; memconflict reports it instead of crashing.
     if doc is None:
         return {}
-    items = doc.values() if isinstance(doc, dict) else doc if isinstance(doc, list) else [doc]
+    # nlohmann's objects are std::maps: their values come in key order, not file order
+    items = [doc[k] for k in sorted(doc)] if isinstance(doc, dict) else doc if isinstance(doc, list) else [doc]
     out: dict[str, str] = {}
     for k, item in enumerate(items):
         if not isinstance(item, list):
             raise ValueBinsError(f"{keys.value_bins_option}: entry {k} is {_kind(item)}, not a list of "
                                  f"{{{keys.bins_id}, {keys.bins_file}}} objects (nlohmann type_error)")
         for j, one in enumerate(item):
-            if not isinstance(one, dict):
-                raise ValueBinsError(f"{keys.value_bins_option}: entry {k} item {j} is {_kind(one)}, not an "
-                                     "object (nlohmann type_error)")
             fields = []
             for key in (keys.bins_id, keys.bins_file):
-                value = one.get(key, "")
+                # json::find on a non-object finds nothing: such an item maps "" to ""
+                value = one.get(key, "") if isinstance(one, dict) else ""
                 if not isinstance(value, str):
                     raise ValueBinsError(f"{keys.value_bins_option}: entry {k} item {j}: '{key}' is "
                                          f"{_kind(value)}, not a string (nlohmann type_error)")

@@ -44,6 +44,16 @@ def test_value_bins_first_path_of_an_id_wins_and_the_top_key_is_not_checked():
     assert value_bins(text, KEYS) == {"a": "1.bin", "": "no_id.bin"}
 
 
+def test_value_bins_object_values_come_in_key_order():
+    text = '{"b": [{"value_bin_id": "x", "value_bin_file": "b.bin"}], "a": [{"value_bin_id": "x", "value_bin_file": "a.bin"}]}'
+    assert value_bins(text, KEYS) == {"x": "a.bin"}
+
+
+def test_value_bins_item_that_is_no_object_maps_nothing_to_nothing():
+    # from_json(FileIdToFilePath) looks keys up with json::find, which finds nothing in a non-object
+    assert value_bins('{"value_bins": ["a.bin", 3]}', KEYS) == {"": ""}
+
+
 def test_value_bins_invalid_json_fails_with_e10001():                     # GetFilePathFromOptionFailed
     with pytest.raises(ValueBinsError, match=r"^E10001: value '\{\"value_bins\":' for parameter ge.exec.value_bins "
                                              r"is invalid: it is not a valid json string"):
@@ -52,7 +62,6 @@ def test_value_bins_invalid_json_fails_with_e10001():                     # GetF
 
 @pytest.mark.parametrize("text, why", [
     ('{"value_bins": {"value_bin_id": "a"}}', "entry 0 is an object, not a list"),
-    ('{"value_bins": ["a.bin"]}', "entry 0 item 0 is a string, not an object"),
     ('[[{"value_bin_id": "a", "value_bin_file": 7}]]', "'value_bin_file' is a number, not a string"),
 ])
 def test_value_bins_of_the_wrong_shape_are_nlohmann_type_errors(text, why):

@@ -58,6 +58,8 @@ def entry_extras(model, plan, vm, options: dict[str, str], path: str) -> dict[tu
         except VarError as exc:
             raise PassFailure("vars plan", f"graph {plan.graph_id} ({display_path(path)}): {exc.message}",
                               exc.var) from None
+        # Note [external var before the device map]: with SetExternalVar, GetVarMemoryAddr answers
+        # every HBM address from the external memory first, a ConstPlaceHolder's too
         if vm.external_var_addr and e.memory_type == _hbm_name(vm):
             why = external_var_failure(vm, e.address)
             extra["physical"] = None if why else vm.external_var_addr + (e.address - vm.var_mem_logic_base)

@@ -158,6 +158,9 @@ def test_plan_with_external_var_shows_physical_addresses(case, capsys):
     rows = {v["node"]: v for v in doc["graphs"][0]["variables"]}
     assert doc["external_var"]["address"] == 0x70000000 and doc["external_var"]["size"] == 65536
     assert rows["var"]["physical"] == 0x70000000 and rows["lr"]["physical"] == 0x70000000 + rows["lr"]["offset"]
+    # GetVarMemoryAddr takes the external-variable branch before the device map, so even the
+    # ConstPlaceHolder resolves into the external memory, not to its own address
+    assert rows["cph"]["physical"] == 0x70000000 + rows["cph"]["offset"] and rows["cph"]["external"]["address"] == 20000
     assert main(["vars", "plan", str(case / "external.pbtxt"), "--json", str(out), "--external-var", "0x70000000:64"]) == 0
     rows = {v["node"]: v for v in json.loads(out.read_text())["graphs"][0]["variables"]}
     assert rows["var"]["physical"] is None and "cannot be smaller than" in rows["var"]["physical_failure"]

@@ -332,6 +332,10 @@ def cmd_addr(args) -> int:
         mem_type = vm.hbm_rt
     owners = describe_owners(vm, logic)
     ptr = vm.get_var_memory_addr(logic, mem_type, args.device)
+    dump = []
+    if args.dump and ptr is not None:       # loads --graph first: a bad graph prints nothing
+        from engine.cli.varext import dump_lines
+        dump = dump_lines(vm, logic, ptr, args, _options(args.option, args.rules))
     print(f"logical {logic} ({_type_name(vm, mem_type)}) in {display_path(args.state)}, session {vm.session_id}")
     for line in owners:
         print("  " + line)
@@ -339,9 +343,8 @@ def cmd_addr(args) -> int:
         raise PassFailure("vars addr", f"GetVarMemoryAddr({logic}, {_type_name(vm, mem_type)}) returns "
                           f"nullptr: {_why_null(vm, logic, mem_type)}")
     print(f"physical 0x{ptr:x} (simulated device memory)")
-    if args.dump:
-        from engine.cli.varext import dump_lines
-        print("\n".join(dump_lines(vm, logic, ptr, args, _options(args.option, args.rules))))
+    if dump:
+        print("\n".join(dump))
     return 0
 
 

@@ -71,3 +71,12 @@ class WeightExport:
         return (f"external weights ({self.ext.export.option}: {self.mode}): {len(self.converted)} constants -> "
                 f"FileConstant, {len(names)} file(s) in {os.path.dirname(self.files[0][0]) or '.'}: "
                 + ", ".join(names))
+
+
+def refuse_in_batch(ctx) -> None:
+    """Several graphs (`--out-dir`): the export is not done, and saying so beats ignoring it."""
+    export = WeightExport(ctx, None)
+    if export.mode is not None:
+        raise InputError(Problem(Loc(f"--option {export.ext.export.option}"),
+                                 f"{export.ext.export.option} is not supported when running several graphs",
+                                 "run each graph on its own with --out OUT.pbtxt"))

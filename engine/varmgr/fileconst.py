@@ -49,9 +49,10 @@ def value_bins(text: str | None, keys: FileConstantKeys) -> dict[str, str]:
         return {}
     try:
         doc = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
+        why = exc if isinstance(exc, ValueError) else "nested too deeply"
         raise ValueBinsError(f"E10001: value '{text}' for parameter {keys.value_bins_option} is invalid: it is "
-                             f"not a valid json string, exception: {exc}") from None
+                             f"not a valid json string, exception: {why}") from None
     # Note [value_bins top level]: GE iterates the parsed JSON (an object's values, an array's
     # items, a scalar itself) and reads each as a list; the top-level key is never checked.
     # A value that is not a list, or an id or file that is not a string, makes nlohmann::json

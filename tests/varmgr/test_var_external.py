@@ -125,6 +125,14 @@ def test_dump_of_a_constant_needs_the_compiled_graph(case, capsys):        # Ini
     assert "00 00 00 3f" in out
 
 
+def test_dump_of_a_graph_that_cannot_be_read_prints_nothing(case, capsys):
+    state, _, _ = compile_external(case)
+    capsys.readouterr()
+    assert main(["vars", "addr", str(state), str(BASE), "--dump", "--graph", str(case / "nothere.pbtxt")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "nothere.pbtxt: error: cannot read GE dump" in err
+
+
 def test_graph_without_dump_is_refused(case, capsys):
     state, _, compiled = compile_external(case)
     assert main(["vars", "addr", str(state), str(BASE), "--graph", str(compiled)]) == 2

@@ -230,3 +230,11 @@ def test_the_external_block_is_checked_strictly(tmp_path, edit, message):
     with pytest.raises(InputError) as info:
         load_policy(f)
     assert message in str(info.value) and "variables.yaml:" in str(info.value)
+
+
+def test_several_graphs_with_the_export_are_refused_graph_by_graph(case, capsys):
+    assert main(["run", str(case / "export.pbtxt"), str(case / "external.pbtxt"), "--out-dir", str(case / "many"),
+                 "--option", "ge.externalWeight=1"]) == 2
+    err = capsys.readouterr().err
+    assert "ge.externalWeight is not supported when running several graphs" in err
+    assert not (case / "many" / "weight").exists()

@@ -60,6 +60,11 @@ def test_value_bins_invalid_json_fails_with_e10001():                     # GetF
         value_bins('{"value_bins":', KEYS)
 
 
+def test_value_bins_nested_too_deeply_is_an_error_not_a_crash():
+    with pytest.raises(ValueBinsError, match="nested too deeply"):
+        value_bins("[" * 100000 + "]" * 100000, KEYS)
+
+
 @pytest.mark.parametrize("text, why", [
     ('{"value_bins": {"value_bin_id": "a"}}', "entry 0 is an object, not a list"),
     ('[[{"value_bin_id": "a", "value_bin_file": 7}]]', "'value_bin_file' is a number, not a string"),

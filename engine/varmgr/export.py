@@ -99,7 +99,7 @@ def export_weights(model: Model, ext: ExternalPolicy, mode: str, out_path: str) 
         for _, data, digest in found:
             if digest not in placed:
                 placed[digest] = (name, len(blob))
-                blob += data + bytes(-len(data) % ex.align)
+                blob += data + bytes(-len(data) % ex.weight_align)
     else:
         for _, data, digest in found:
             if digest not in placed:

@@ -48,7 +48,7 @@ class ExportPolicy:
     combined_name: str                     # one file, "{stem}"
     combined_default: str                  # one file when there is no stem
     node_name: str                         # the converted node, "{name}" "{hash}"
-    align: int                             # WriteWeightWithPadding
+    weight_align: int                      # WriteWeightWithPadding
     om_name_attr: str                      # ATTR_MODEL_FILE_NAME_PREFIX on the root graph
     loc: Loc
 
@@ -98,7 +98,7 @@ def build_external(m, errors: Collector) -> ExternalPolicy:
         modes.append((str(value), str(mode)))
     export = ExportPolicy(option, tuple(modes), frozenset(ex.strs("const_types")), ex.str("file_constant_type"),
                           ex.str("weights"), ex.str("sha256"), ex.str("file_name"), ex.str("combined_name"), ex.str("combined_default"),
-                          ex.str("node_name"), ex.int("align", minimum=1), ex.str("om_name_attr"), ex.loc)
+                          ex.str("node_name"), ex.int("weight_align", minimum=1), ex.str("om_name_attr"), ex.loc)
     for key, allowed in (("file_name", {"hash"}), ("combined_name", {"stem"}), ("node_name", {"name", "hash"})):
         _check_template(getattr(export, key), allowed, ex.value_loc(key), errors)
     ex.done()

@@ -35,34 +35,43 @@ class WeightExport:
             return
         from engine.varmgr.export import export_weights
         from engine.varmgr.records import VarError
+        weight_dir = ctx.options.get(self.ext.export.weight_dir_option) or None
         try:
-            self.files, self.converted = export_weights(ctx.model, self.ext, self.mode, self.out)
+            self.files, self.converted = export_weights(ctx.model, self.ext, self.mode, self.out, weight_dir)
         except VarError as exc:
             raise PassFailure("external weight export", exc.message, exc.var) from None
 
     def write(self, files, outputs: list[tuple[str, bytes]]) -> None:
         """Claim the weight files (making their folder) and write everything together."""
-        made = None
-        if self.files:
-            folder = os.path.dirname(self.files[0][0])
-            if not os.path.isdir(folder):
-                try:
-                    os.mkdir(folder)
-                except OSError as exc:
-                    from engine.cli.outputs import OutputError
-                    raise OutputError(f"cannot make the weight folder '{folder}': {exc.strerror}") from None
-                made = folder
+        made = self._make_folder(os.path.dirname(self.files[0][0]) or ".") if self.files else []
         try:
             for path, _ in self.files:
                 files.claim("weight file", path)
             files.write(outputs + self.files)
         except BaseException:
-            if made is not None:
+            for folder in reversed(made):
                 try:
-                    os.rmdir(made)
+                    os.rmdir(folder)
                 except OSError:
                     pass
             raise
+
+    @staticmethod
+    def _make_folder(folder: str) -> list[str]:
+        """CreateDirectory (parents too); returns the folders made, outermost first."""
+        made = []
+        path = os.path.abspath(folder)
+        while not os.path.isdir(path) and not os.path.lexists(path):
+            made.append(path)
+            path = os.path.dirname(path)
+        made.reverse()
+        for p in made:
+            try:
+                os.mkdir(p)
+            except OSError as exc:
+                from engine.cli.outputs import OutputError
+                raise OutputError(f"cannot make the weight folder '{folder}': {exc.strerror}") from None
+        return made
 
     def summary(self) -> str | None:
         if not self.converted:

@@ -16,6 +16,7 @@ them with its other outputs, all or none.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from dataclasses import dataclass
 
@@ -82,32 +83,104 @@ def const_nodes(model: Model, ext: ExternalPolicy) -> list[tuple[Node, bytes, st
     return out
 
 
-def export_weights(model: Model, ext: ExternalPolicy, mode: str, out_path: str) -> tuple[list[tuple[str, bytes]], list[Converted]]:
-    """Convert the model's constants; returns (weight files to write, what was converted)."""
+@dataclass
+class WeightMeta:
+    """FileConstantMeta (meta.json of a weight folder): where each weight hash already is."""
+
+    files: dict[str, str]          # hash_to_weight_file
+    offsets: dict[str, int]        # hash_to_weight_offset (combined files)
+
+    def to_json(self) -> bytes:
+        # nlohmann's std::map keys come out sorted; setw(4) indents by four
+        doc = {"hash_to_weight_file": dict(sorted(self.files.items())),
+               "hash_to_weight_offset": dict(sorted(self.offsets.items()))}
+        return json.dumps(doc, indent=4).encode()
+
+
+def read_meta(path: str) -> WeightMeta:
+    """ReadJsonFile + from_json(FileConstantMeta); a missing file is an empty meta."""
+    if not os.path.exists(path):
+        return WeightMeta({}, {})
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        files = doc.get("hash_to_weight_file", {})
+        offsets = doc.get("hash_to_weight_offset", {})
+        if not (isinstance(files, dict) and all(isinstance(v, str) for v in files.values())
+                and isinstance(offsets, dict) and all(isinstance(v, int) and v >= 0 for v in offsets.values())):
+            raise ValueError("hash_to_weight_file must map to strings, hash_to_weight_offset to offsets")
+        return WeightMeta(dict(files), dict(offsets))
+    except (OSError, ValueError, AttributeError, RecursionError) as exc:
+        raise VarError(Status.FAILED, f"read meta json failed: Failed to read json file[{path}], err msg: "
+                       f"{exc}") from None
+
+
+def full_path(folder: str, name: str) -> str:
+    """GetValidFullPath: the folder, a '/' unless it ends with one, the name."""
+    return folder + ("/" if folder and not folder.endswith("/") else "") + name
+
+
+def export_weights(model: Model, ext: ExternalPolicy, mode: str, out_path: str,
+                   weight_dir: str | None = None) -> tuple[list[tuple[str, bytes]], list[Converted]]:
+    """Convert the model's constants; returns (files to write, what was converted).
+
+    Without `weight_dir` the files go to `weight/` beside `out_path` and `location` is the bare
+    file name (Note [export beside the graph]). With `weight_dir` (ge.externalWeightDir) GE keeps
+    them there: its `meta.json` is read, a weight it lists (and whose file exists, in mode 1) is
+    not written again, a combined file is appended to, `location` is the full path, and the
+    meta is written back.
+    """
     compute_hashes(model, ext)
     found = const_nodes(model, ext)
     if not found:
         return [], []
     ex = ext.export
-    folder = os.path.join(os.path.dirname(out_path), ext.file_constant.weight_dir)
+    folder = weight_dir if weight_dir else os.path.join(os.path.dirname(out_path), ext.file_constant.weight_dir)
+    meta_path = os.path.join(folder, ex.meta_file)
+    meta = read_meta(meta_path) if weight_dir else WeightMeta({}, {})
     files: dict[str, bytearray] = {}
-    placed: dict[str, tuple[str, int]] = {}                     # hash -> (file name, offset)
     if mode == "combined":
-        stem = _om_name(model, ext)
-        name = ex.combined_name.format(stem=stem) if stem else ex.combined_default
-        blob = files.setdefault(name, bytearray())
-        for _, data, digest in found:
-            if digest not in placed:
-                placed[digest] = (name, len(blob))
-                blob += data + bytes(-len(data) % ex.weight_align)
+        _save_combined(model, ext, found, folder, meta, files, append=bool(weight_dir))
     else:
         for _, data, digest in found:
-            if digest not in placed:
-                name = ex.file_name.format(hash=digest)
-                placed[digest] = (name, 0)
-                files[name] = bytearray(data)
-    done = [_convert(node, data, digest, placed[digest], ext) for node, data, digest in found]
-    return [(os.path.join(folder, n), bytes(b)) for n, b in sorted(files.items())], done
+            path = full_path(folder, ex.file_name.format(hash=digest))
+            if digest in meta.files and (path in files or os.path.exists(path)):
+                continue                                # "Reuse existing weight file"
+            meta.files[digest] = path
+            files[path] = bytearray(data)
+    done = []
+    for node, data, digest in found:
+        where = meta.files[digest]
+        if mode == "combined" and digest not in meta.offsets:
+            raise VarError(Status.FAILED, f"{meta_path}: weight {digest} of const node:{node.name} has a file but no "
+                           "hash_to_weight_offset (GE's map::at throws)", node.name)
+        offset = meta.offsets[digest] if mode == "combined" else 0
+        done.append(_convert(node, data, digest, (where if weight_dir else os.path.basename(where), offset), ext))
+    out = [(p, bytes(b)) for p, b in sorted(files.items())]
+    if weight_dir:
+        out.append((meta_path, meta.to_json()))
+    return out, done
+
+
+def _save_combined(model: Model, ext: ExternalPolicy, found, folder: str, meta: WeightMeta,
+                   files: dict[str, bytearray], append: bool) -> None:
+    """SaveWeightToOneFileWithReuse: the weights not in the meta, appended to one file (to what
+    the file holds only in a kept folder: GE's temporary folder starts empty)."""
+    ex = ext.export
+    if all(digest in meta.files for _, _, digest in found):
+        return                                          # "All weights already exist in meta"
+    stem = _om_name(model, ext)
+    path = full_path(folder, ex.combined_name.format(stem=stem) if stem else ex.combined_default)
+    blob = bytearray()
+    if append and os.path.isfile(path):                  # std::ios::app: after what the file holds
+        with open(path, "rb") as fh:
+            blob += fh.read()
+    files[path] = blob
+    for _, data, digest in found:
+        if digest in meta.files:
+            continue
+        meta.files[digest], meta.offsets[digest] = path, len(blob)
+        blob += data + bytes(-len(data) % ex.weight_align)
 
 
 def _om_name(model: Model, ext: ExternalPolicy) -> str:

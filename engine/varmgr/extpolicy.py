@@ -50,6 +50,8 @@ class ExportPolicy:
     node_name: str                         # the converted node, "{name}" "{hash}"
     weight_align: int                      # WriteWeightWithPadding
     om_name_attr: str                      # ATTR_MODEL_FILE_NAME_PREFIX on the root graph
+    weight_dir_option: str                 # OPTION_EXTERNAL_WEIGHT_DIR: a folder that keeps the weights
+    meta_file: str                         # kMetaFileName in it
     loc: Loc
 
     def mode(self, value: str | None) -> str | None:
@@ -98,7 +100,8 @@ def build_external(m, errors: Collector) -> ExternalPolicy:
         modes.append((str(value), str(mode)))
     export = ExportPolicy(option, tuple(modes), frozenset(ex.strs("const_types")), ex.str("file_constant_type"),
                           ex.str("weights"), ex.str("sha256"), ex.str("file_name"), ex.str("combined_name"), ex.str("combined_default"),
-                          ex.str("node_name"), ex.int("weight_align", minimum=1), ex.str("om_name_attr"), ex.loc)
+                          ex.str("node_name"), ex.int("weight_align", minimum=1), ex.str("om_name_attr"),
+                          ex.str("weight_dir_option"), ex.str("meta_file"), ex.loc)
     for key, allowed in (("file_name", {"hash"}), ("combined_name", {"stem"}), ("node_name", {"name", "hash"})):
         _check_template(getattr(export, key), allowed, ex.value_loc(key), errors)
     ex.done()

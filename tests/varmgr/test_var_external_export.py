@@ -238,3 +238,65 @@ def test_several_graphs_with_the_export_are_refused_graph_by_graph(case, capsys)
     err = capsys.readouterr().err
     assert "ge.externalWeight is not supported when running several graphs" in err
     assert not (case / "many" / "weight").exists()
+
+
+# ---- ge.externalWeightDir: the weights stay in a folder, reused through its meta.json ------
+def run_kept(case, mode, kept, out="out/model.pbtxt"):
+    return run(case, mode, out, "--option", f"ge.externalWeightDir={kept}")
+
+
+def test_weight_dir_keeps_files_with_full_paths_and_a_meta(case):
+    kept = case / "kept" / "weights"                 # made with its parents (CreateDirectory)
+    assert run_kept(case, 1, kept) == 0
+    h12, hb = ge_sha256_hex(W12), ge_sha256_hex(BIAS)
+    assert sorted(p.name for p in kept.iterdir()) == sorted(["meta.json", f"weight_{h12}", f"weight_{hb}"])
+    assert not (case / "out" / "weight").exists()
+    meta = json.loads((kept / "meta.json").read_text())
+    assert meta == {"hash_to_weight_file": {h12: f"{kept}/weight_{h12}", hb: f"{kept}/weight_{hb}"},
+                    "hash_to_weight_offset": {}}
+    model = load_model(case / "out" / "model.pbtxt")
+    assert model.root.find(f"w1_{h12}").op.attr["location"].s.decode() == f"{kept}/weight_{h12}"
+
+
+def test_a_second_graph_reuses_the_kept_weights(case):       # ..._specify_file_path_reuse_external_weight_dir
+    kept = case / "kept"
+    assert run_kept(case, 1, kept) == 0
+    h12 = ge_sha256_hex(W12)
+    stamp = (kept / f"weight_{h12}").stat().st_mtime_ns
+    assert run_kept(case, 1, kept, "out/second.pbtxt") == 0
+    assert (kept / f"weight_{h12}").stat().st_mtime_ns == stamp       # not written again
+    (kept / f"weight_{h12}").unlink()                                # MultipleModelSameConst: meta lists it,
+    assert run_kept(case, 1, kept, "out/third.pbtxt") == 0           # the file is gone: written again
+    assert (kept / f"weight_{h12}").read_bytes() == W12
+
+
+def test_combined_weights_are_appended_to_the_kept_file(case):
+    kept = case / "kept"
+    assert run_kept(case, 2, kept) == 0
+    blob = (kept / "export_weight_combined").read_bytes()
+    assert len(blob) == 1024
+    # a second graph: the same weights plus a new one -> only the new one is appended
+    from engine.core.dumpio import save_model
+    from .conftest import desc
+    from .graphs import GraphBuilder, tensor
+    b = GraphBuilder("export")
+    b.op("w1", "Const", outs=[desc((2,), dtype=3)], attrs={"value": tensor(W12, desc((2,), dtype=3))})
+    b.op("new", "Const", outs=[desc((1,), dtype=3)], attrs={"value": tensor(struct.pack("<i", 6), desc((1,), dtype=3))})
+    save_model(b.build(), case / "export.pbtxt")
+    assert run_kept(case, 2, kept, "out/second.pbtxt") == 0
+    blob2 = (kept / "export_weight_combined").read_bytes()
+    assert blob2[:1024] == blob and blob2[1024:1028] == struct.pack("<i", 6) and len(blob2) == 1536
+    model = load_model(case / "out" / "second.pbtxt")
+    rows = {n.name.split("_")[0]: n for n in model.root.nodes()}
+    assert rows["w1"].op.attr["offset"].i == 512 and rows["new"].op.attr["offset"].i == 1024
+    meta = json.loads((kept / "meta.json").read_text())
+    assert sorted(meta["hash_to_weight_offset"].values()) == [0, 512, 1024]
+
+
+def test_a_meta_that_cannot_be_read_fails(case, capsys):
+    kept = case / "kept"
+    kept.mkdir()
+    (kept / "meta.json").write_text("{not json")
+    assert run_kept(case, 1, kept) == 1
+    assert "read meta json failed: Failed to read json file[" in capsys.readouterr().err
+    assert not (case / "out" / "model.pbtxt").exists()

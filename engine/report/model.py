@@ -175,6 +175,8 @@ def build_report(ctx: RunContext, input_file: str, before: dict) -> dict:
     if notes:       # how the input was read: derived attributes, port names from the pack, ...
         report["input_notes"] = [{"kind": k, "text": t} for k, t in notes]
     report["sections"] = default_sections(report)
+    from engine.report.varlinks import variable_sections
+    report["sections"] += variable_sections(report)
     return report
 
 

@@ -71,3 +71,22 @@ def _fresh_plan(ctx):
                     field.extend(old)
             for td, size in zip(op.output_desc, sizes):
                 td.size = size
+
+
+def variable_sections(report: dict) -> list[dict]:
+    """A table of the linked variables (anchors `var-NAME`) with the insertions that name them."""
+    rows: dict[str, list] = {}
+    for r in report["insertions"]:
+        v = r.get("variable")
+        if not v:
+            continue
+        row = rows.setdefault(v["name"], [
+            {"text": v["name"], "id": f"var-{v['name']}", "href": f"#var-{v['name']}"}, v["var_key"] or "",
+            v["memory_type"] or "", "" if v["address"] is None else str(v["address"]), v["planned_in"], []])
+        row[5].append(r["name"])
+    if not rows:
+        return []
+    table = [row[:5] + [", ".join(row[5])] for _, row in sorted(rows.items())]
+    return [{"id": "variables", "title": "Variables of the variable passes' insertions", "kind": "table",
+             "data": {"columns": ["variable", "VarKey", "memory type", "address", "planned in", "inserted nodes"],
+                      "numeric": [3], "rows": table}}]

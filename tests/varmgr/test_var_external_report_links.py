@@ -25,7 +25,12 @@ def test_variable_insertions_name_their_variable_and_address(tmp_path):
     assert "variable" not in by_name["Identity_assign_TO_refmerge_0"]      # its facts name no variable
     step = by_name["var_TO_assign_REF_0"]["explanation"][-1]["text"]
     assert step == f"the variable is var: planned at {BASE} (HBM, VarKey var0_0) in a fresh session"
-    assert step in (tmp_path / "r.html").read_text()
+    html = (tmp_path / "r.html").read_text()
+    assert step in html
+    # the page's variables table: an anchor per variable, its address and the insertions naming it
+    assert (f'<tr><td><a id="var-var" href="#var-var">var</a></td><td>var0_0</td><td>HBM</td>'
+            f'<td class="num">{BASE}</td><td>a fresh session</td><td>var_TO_assign_REF_0</td></tr>') in html
+    assert [s["id"] for s in r["sections"]][-1] == "variables"
 
 
 def test_the_fresh_placement_leaves_the_output_graph_as_it_was(tmp_path):

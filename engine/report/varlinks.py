@@ -16,8 +16,8 @@ def link_variables(report: dict, ctx, plan=None) -> None:
     var_passes = {pid for pid, spec in ctx.pack.passes.items() if spec.algorithm == "variable_pass"}
     wanted = [r for r in report["insertions"]
               if r["pass"] in var_passes and isinstance(r.get("reason"), dict) and r["reason"].get("variable")]
-    if not wanted:
-        return
+    if not wanted or (plan is None and not getattr(ctx, "var_links", True)):
+        return                      # no report is written from this run (engine/cli/run.py)
     where = "the run's session (--var-state)"
     failure = None
     if plan is None:

@@ -64,3 +64,14 @@ def test_with_var_state_the_link_is_the_runs_own_placement(tmp_path):
     assert link["address"] == BASE and link["planned_in"] == "the run's session (--var-state)"
     r = report(tmp_path, "--var-state", str(state), "--session", "3")
     assert next(i["variable"] for i in r["insertions"] if "variable" in i)["address"] == BASE
+
+
+def test_a_run_without_a_report_does_not_place_the_graph(tmp_path, monkeypatch):
+    import engine.report.varlinks as varlinks
+
+    def boom(ctx):
+        raise AssertionError("placed although no report is written")
+    monkeypatch.setattr(varlinks, "_fresh_plan", boom)
+    assert main(["run", str(CASE), "--passes", "variable_prepare", "--quiet", "--out", str(tmp_path / "o.pbtxt")]) == 0
+    # with a report it does place (the stand-in fails: exit 4, internal error)
+    assert main(["run", str(CASE), "--passes", "variable_prepare", "--quiet", "--report-json", str(tmp_path / "r.json")]) == 4

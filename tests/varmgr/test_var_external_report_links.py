@@ -72,6 +72,8 @@ def test_a_run_without_a_report_does_not_place_the_graph(tmp_path, monkeypatch):
     def boom(ctx):
         raise AssertionError("placed although no report is written")
     monkeypatch.setattr(varlinks, "_fresh_plan", boom)
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))        # the exit-4 traceback file goes here
     assert main(["run", str(CASE), "--passes", "variable_prepare", "--quiet", "--out", str(tmp_path / "o.pbtxt")]) == 0
     # with a report it does place (the stand-in fails: exit 4, internal error)
     assert main(["run", str(CASE), "--passes", "variable_prepare", "--quiet", "--report-json", str(tmp_path / "r.json")]) == 4

@@ -84,10 +84,6 @@ def _kind(v) -> str:
             type(None): "null"}.get(type(v), "a number")
 
 
-def is_file_constant(node: Node, keys: FileConstantKeys) -> bool:
-    return node.type in keys.types
-
-
 def weight_file(node: Node, keys: FileConstantKeys, bins: dict[str, str]) -> WeightFile:
     """FileConstantUtils::GetFilePath, its failures as VarError(FAILED)."""
     attrs = node.op.attr

@@ -55,6 +55,8 @@ def run_one(task: dict) -> dict:
                                from_format=task["from_format"], runtime=task["runtime"])
         with Progress(sys.stderr, enabled=False) as progress:
             ctx, before = run_graph(args, progress, pack=_PACKS[folder])
+        from engine.cli.weights import refuse_in_batch
+        refuse_in_batch(ctx)                        # ge.externalWeight writes files beside one --out
         out.update(inserted=len(ctx.insertions), removed=len(ctx.removals), diagnostics=len(ctx.diagnostics))
         if task["out_dir"] is not None:
             names = output_names(graph)

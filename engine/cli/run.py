@@ -126,12 +126,17 @@ def cmd_run(args) -> int:
 
     def prepare(ctx):
         from engine.passes.budget import parse_budgets
+        # the report's variable links place the graph once more: only when a report is written
+        ctx.var_links = bool(args.report_json or args.report_html or getattr(args, "format", "text") == "json")
         ctx.probe = probe
         ctx.budgets = parse_budgets(args.budget, ctx.pack)
 
     with Progress(sys.stderr, enabled=not args.quiet) as progress:
         try:
             ctx, before = run_graph(args, progress, var.setup if var else None, prepare=prepare)
+            from engine.cli.weights import WeightExport
+            weights = WeightExport(ctx, args.out)
+            weights.apply(ctx)                  # GE's Build converts constants before placing variables
             if var:
                 progress.stage("placing variables")
                 var.finish(ctx)
@@ -162,9 +167,11 @@ def cmd_run(args) -> int:
             from engine.report.html import render_html
             outputs.append((args.report_html, render_html(report, ctx, args.times).encode()))
         outputs += findings.outputs(args, ctx, report)
-        files.write(outputs)
+        weights.write(files, outputs)
     if not args.quiet:
         print(summary_text(ctx, display_path(args.graph), args.min_severity), file=files.text_stream())
+        if weights.summary():
+            print(weights.summary(), file=files.text_stream())
         if runtime is not None:
             from engine.runtime.report import runtime_lines
             print("\n".join(runtime_lines(runtime)), file=files.text_stream())
@@ -194,7 +201,7 @@ class _VarState:
 
     def finish(self, ctx) -> None:
         from engine.cli.varstate import end_graph
-        end_graph(self.session, ctx.model, self.args.graph)
+        ctx.var_plan = end_graph(self.session, ctx.model, self.args.graph)    # the report links to it
 
     def encoded(self) -> bytes:
         from engine.cli.varstate import encoded

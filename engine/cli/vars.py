@@ -56,6 +56,8 @@ def add_commands(subparsers) -> None:
                         "physical addresses under the memory mode, ready/loaded flags")
     p.add_argument("--plan-only", action="store_true",
                    help="only place the variables (no variable passes before the placement)")
+    p.add_argument("--external-var", metavar="ADDR:SIZE",
+                   help="external variable memory (SetExternalVar): physical addresses are ADDR + offset")
     p.add_argument("--rules", metavar="DIR", help="rule pack folder holding variables.yaml")
     p.set_defaults(func=cmd_plan)
     c = sub.add_parser("cache-check", help="can a compiled graph be loaded from cache in this session "
@@ -70,6 +72,13 @@ def add_commands(subparsers) -> None:
     a.add_argument("logical", metavar="LOGICAL_ADDR", help="decimal or 0x-hex")
     a.add_argument("--memory-type", metavar="NAME", help="default: the type recorded for the address, else HBM")
     a.add_argument("--device", type=int, default=0)
+    a.add_argument("--external-var", metavar="ADDR:SIZE", help="external variable memory (SetExternalVar)")
+    a.add_argument("--dump", action="store_true",
+                   help="show the bytes at the address: the init value, or with --graph the constant's weight")
+    a.add_argument("--graph", metavar="GRAPH",
+                   help="with --dump: the compiled graph (vars plan --out) whose constants are loaded (InitConstant, "
+                        "InitFileConstant)")
+    a.add_argument("--option", action="append", metavar="KEY=VALUE", help="GE option, e.g. ge.exec.value_bins")
     a.add_argument("--rules", metavar="DIR")
     a.set_defaults(func=cmd_addr)
 
@@ -121,6 +130,9 @@ def cmd_plan(args) -> int:
     pack = None if args.plan_only else _pack(args.rules)
     session, store = _open(args, pack, options)
     vm = session.manager
+    if args.external_var:
+        vm.set_external_var(*_external_var(args.external_var))
+    extras: list[dict] = []
     plans: list[tuple[str, GraphPlan]] = []
     loads = _Loads(vm, options, args.memory_size, args.load_device)
     runs: list[dict] = []
@@ -132,6 +144,8 @@ def cmd_plan(args) -> int:
         runs.append(_compile(session, pack, model, {**file_options, **options}, path))
         plan = end_graph(session, model, path)
         _check_init_values(model, plan, vm, path)
+        from engine.cli.varext import entry_extras
+        extras.append(entry_extras(model, plan, vm, {**file_options, **options}, path))
         plans.append((display_path(path), plan))
         loads.load(plan)
         if outs:
@@ -142,6 +156,8 @@ def cmd_plan(args) -> int:
     if args.var_state:
         outputs.append((args.var_state, store.encode(is_text_path(args.var_state))))
     doc = plan_json(vm, plans)
+    from engine.cli.varext import add_extras, extra_lines
+    add_extras(doc, vm, extras)
     doc["rebuild"] = sorted(session.ctrl.need_rebuild)
     doc.update(loads.to_json())
     for g, run in zip(doc["graphs"], runs):
@@ -157,8 +173,17 @@ def cmd_plan(args) -> int:
                           f"for {', '.join(failed)} ({loads.why()})", None)
     files.write(outputs)
     text = render_plan(vm, plans, runs, sorted(session.ctrl.need_rebuild))
-    print(text + loads.render(), file=files.text_stream())
+    print("\n".join([text, *extra_lines(doc)]) + loads.render(), file=files.text_stream())
     return 0
+
+
+def _external_var(text: str) -> tuple[int, int]:
+    from engine.varmgr.external import parse_external_var
+    try:
+        return parse_external_var(text)
+    except ValueError as exc:
+        raise InputError(Problem(Loc("--external-var"), f"'{text}': {exc}",
+                                 "write ADDR:SIZE, e.g. --external-var 0x7f0000000000:1048576")) from None
 
 
 class _Loads:
@@ -365,6 +390,11 @@ def cmd_addr(args) -> int:
                                  did_you_mean(args.memory_type, names, "memory type")))
     pool = VarManagerPool(policy)
     vm = open_session(pool, None, None, {}, args.state)
+    if args.external_var:
+        vm.set_external_var(*_external_var(args.external_var))
+    if args.graph and not args.dump:
+        raise InputError(Problem(Loc("--graph"), "--graph loads a compiled graph's weights for --dump",
+                                 "add --dump"))
     if args.memory_type is not None:
         mem_type = policy.rt(args.memory_type)
     elif vm.is_var_addr(logic):
@@ -373,6 +403,10 @@ def cmd_addr(args) -> int:
         mem_type = vm.hbm_rt
     owners = describe_owners(vm, logic)
     ptr = vm.get_var_memory_addr(logic, mem_type, args.device)
+    dump = []
+    if args.dump and ptr is not None:       # loads --graph first: a bad graph prints nothing
+        from engine.cli.varext import dump_lines
+        dump = dump_lines(vm, logic, ptr, args, _options(args.option, args.rules))
     print(f"logical {logic} ({_type_name(vm, mem_type)}) in {display_path(args.state)}, session {vm.session_id}")
     for line in owners:
         print("  " + line)
@@ -380,6 +414,8 @@ def cmd_addr(args) -> int:
         raise PassFailure("vars addr", f"GetVarMemoryAddr({logic}, {_type_name(vm, mem_type)}) returns "
                           f"nullptr: {_why_null(vm, logic, mem_type)}")
     print(f"physical 0x{ptr:x} (simulated device memory)")
+    if dump:
+        print("\n".join(dump))
     return 0
 
 
@@ -400,8 +436,9 @@ def _desc_text(desc: TensorDesc) -> str:
 
 
 def _why_null(vm: VarManager, logic: int, mem_type: int) -> str:
-    if vm.external_var_addr:
-        return "outside the external variable memory"
+    if vm.external_var_addr and mem_type == vm.hbm_rt:
+        from engine.varmgr.external import external_var_failure
+        return external_var_failure(vm, logic) or "outside the external variable memory"
     res = vm.var_resource
     dmap = res.device_map(0)
     entry = dmap.get(logic) or next((e for e in dmap.values()

@@ -78,6 +78,8 @@ def explain_insertion(ctx: RunContext, ins) -> tuple[dict, dict]:
     evidence = Evidence(ctx)
     k = next((k for k, i in enumerate(ctx.insertions) if i is ins), -1)
     rec = _insertion(ctx, ins, evidence, _removals(ctx), ctx.seen.get(k))
+    from engine.report.varlinks import link_variables
+    link_variables({"insertions": [rec]}, ctx, getattr(ctx, "var_plan", None))
     return rec, _rule_table(ctx, [ins], [])
 
 
@@ -167,10 +169,14 @@ def build_report(ctx: RunContext, input_file: str, before: dict) -> dict:
         "diagnostics": diagnostics,
         "rules": _rule_table(ctx, ctx.insertions, ctx.diagnostics),
     }
+    from engine.report.varlinks import link_variables
+    link_variables(report, ctx, getattr(ctx, "var_plan", None))     # variable-pass insertions -> their variable
     notes = getattr(ctx.model, "notes", None)
     if notes:       # how the input was read: derived attributes, port names from the pack, ...
         report["input_notes"] = [{"kind": k, "text": t} for k, t in notes]
     report["sections"] = default_sections(report)
+    from engine.report.varlinks import variable_sections
+    report["sections"] += variable_sections(report)
     return report
 
 

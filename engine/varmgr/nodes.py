@@ -49,6 +49,9 @@ def var_op(node: Node, policy: VarPolicy, desc: TensorDesc | None = None) -> Var
     ext = None
     if node.type in policy.op_types.const_place_holder:
         ext = typed_attr(attrs, names.external_address, "i")
+        if policy.external is not None:          # GetConstPlaceHolderAddr's checks (engine/varmgr/external.py)
+            from engine.varmgr.external import const_place_holder_addr
+            ext, _ = const_place_holder_addr(node, policy.external.place_holder)
     inner = 0
     if node.op.output_desc:
         inner = typed_attr(node.op.output_desc[0].attr, names.inner_offset, "i") or 0

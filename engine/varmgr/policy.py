@@ -9,9 +9,12 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from engine.core.errors import Loc
+
+if TYPE_CHECKING:
+    from engine.varmgr.extpolicy import ExternalPolicy
 
 
 class Allocator(Enum):
@@ -272,6 +275,7 @@ class VarPolicy:
     framework_ref_ports: tuple[FrameworkRefPorts, ...]
     batch_name_postfix: str
     memory_modes: MemoryModes | None = None
+    external: ExternalPolicy | None = None    # the `external:` block: FileConstant, export, ConstPlaceHolder
     _rules_by_kind: dict = field(init=False, repr=False, compare=False)
     _types_by_rt: dict = field(init=False, repr=False, compare=False)
 

@@ -121,9 +121,12 @@ def build_policy(doc, errors: Collector) -> VarPolicy:
     framework = _framework_ref_ports(top.sub("framework_ref_ports"), errors)
     batch_postfix = top.str("batch_name_postfix")
     modes = _memory_modes(top.sub("memory_modes"), errors) if "memory_modes" in top.map else None
+    from engine.varmgr.extpolicy import build_external        # the `external:` block (FileConstant, ...)
+    external = build_external(top.sub("external"), errors) if "external" in top.map else None
     top.done()
     return VarPolicy(top.loc.file, version, op_types, attrs, var_key, memory, mem_types,
-                     selection, size_rule, reuse, options, fusion, names, framework, batch_postfix, modes)
+                     selection, size_rule, reuse, options, fusion, names, framework, batch_postfix, modes,
+                     external)
 
 
 _FINAL_KEYS = ("both", "static", "dynamic", "none")

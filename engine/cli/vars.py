@@ -209,7 +209,7 @@ class _Loads:
 
     def why(self) -> str:
         fails = [f for (_, _, _), a in sorted(self.allocators.allocators.items()) for f in a.failures]
-        mode = f"ge.variableUse1gHugePage 1G-only, no fallback to device malloc" if self.mode.huge_page == "only" \
+        mode = "ge.variableUse1gHugePage 1G-only, no fallback to device malloc" if self.mode.huge_page == "only" \
             else "device malloc failed"
         return mode + (f"; variable allocator: {fails[-1]}" if fails else "")
 

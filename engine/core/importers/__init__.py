@@ -1,5 +1,6 @@
 """Reading a model of any format GE reads into GE's IR (a `Model`): GE dumps (text,
-binary, ONNX form), TensorFlow GraphDefs, ONNX models; the format from the content
+binary, ONNX form, the ModelDef in an offline model .om), TensorFlow GraphDefs, ONNX
+models, Caffe networks; the format from the content
 (engine/core/importers/detect.py) unless `--from` names it."""
 from __future__ import annotations
 
@@ -47,8 +48,8 @@ def _load(path, pack, fmt):
     found, text, why = detect(data)
     if fmt is None:
         if found is None:
-            hint = ("memconflict reads GE dumps, TensorFlow GraphDefs (.pb/.pbtxt) and ONNX models; "
-                    "name the format with --from ge|tensorflow|onnx|caffe")
+            hint = ("memconflict reads GE dumps and offline models (.om), TensorFlow GraphDefs (.pb/.pbtxt), "
+                    "ONNX models and Caffe networks; name the format with --from " + "|".join(FORMATS))
             if not text:     # read as the default binary format, where the first broken byte is known
                 from engine.core.dumpio import parse_binary
                 try:
@@ -62,9 +63,13 @@ def _load(path, pack, fmt):
     stem = Path(path).stem
     if fmt == "ge" and found == "onnx" and text:
         fmt = "onnx"        # a GE ONNX-form dump: read by the ONNX reader, which knows GE's form
-    if fmt == "ge":
+    if fmt in ("ge", "om"):
         from engine.core.dumpio import build_model, parse_binary, parse_text
-        proto = parse_text(data, file) if text else parse_binary(data, file)
+        if fmt == "om":
+            from engine.core.importers.om import read_om
+            proto = read_om(data, file, notes)
+        else:
+            proto = parse_text(data, file) if text else parse_binary(data, file)
         model = build_model(proto, file)
         from engine.core.importers.derive import derive_attrs, fill_port_names
         derive_attrs(model, pack_folder(pack), notes)

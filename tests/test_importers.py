@@ -228,7 +228,7 @@ def test_caffe_abs_as_ge_parses_it():
     assert [(n.name, n.type) for n in m.root.nodes()] == [("data", "Data"), ("abs", "Abs"), ("Node_Output", "NetOutput")]
     assert [(a.peer.node.name, a.peer.idx) for a in nodes(m)["Node_Output"].ins] == [("abs", 0)]
     assert list(nodes(m)["data"].outs[0].desc.shape.dim) == [64, 1, 28, 28]
-    assert ("import", "Caffe weights (.caffemodel blobs) are not read: layers get no weight Const inputs") in m.notes
+    assert ("import", "no Caffe weights given (--weights NET.caffemodel): layers get no weight Const inputs") in m.notes
 
 
 @needs_models

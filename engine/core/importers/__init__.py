@@ -26,21 +26,22 @@ def pack_folder(pack) -> Path:
     return Path(path) if path else default_pack_dir()
 
 
-def load_model_file(path: str | Path, pack=None, fmt: str | None = None):
+def load_model_file(path: str | Path, pack=None, fmt: str | None = None, weights: str | Path | None = None):
     """(Model, notes) of any supported model file; notes are (kind, text) pairs that the
-    report shows (derived attributes, port names from the pack, ops without IR)."""
+    report shows (derived attributes, port names from the pack, ops without IR).
+    `weights`: a Caffe network's .caffemodel."""
     # Note [gc] (engine/core/dumpio.py): an import allocates a few objects per node and
     # frees none; the cyclic collector's full passes over them would be superlinear
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _load(path, pack, fmt)
+        return _load(path, pack, fmt, weights)
     finally:
         if enabled:
             gc.enable()
 
 
-def _load(path, pack, fmt):
+def _load(path, pack, fmt, weights=None):
     file = display_path(path)
     data = read_bytes(path)
     if fmt is not None and fmt not in FORMATS:
@@ -59,6 +60,9 @@ def _load(path, pack, fmt):
                         why = f"{why}; read as a GE dump: {exc.problems[0].message}"
             raise InputError(Problem(Loc(file), f"cannot tell the model format ({why})", hint))
         fmt = found
+    if weights is not None and fmt != "caffe":
+        raise InputError(Problem(Loc("--weights"), f"--weights is for Caffe networks; {file} is read as {fmt}",
+                                 "drop --weights, or name the .prototxt it belongs to"))
     notes: list[tuple[str, str]] = []
     stem = Path(path).stem
     if fmt == "ge" and found == "onnx" and text:
@@ -83,7 +87,8 @@ def _load(path, pack, fmt):
         proto = import_graphdef(parse_graphdef(data, file, text), file, stem, tables, pack, notes)
     elif fmt == "caffe":
         from engine.core.importers.caffe import import_caffe
-        proto = import_caffe(data, text, file, stem, tables, pack, notes)
+        wdata = (read_bytes(weights), display_path(weights)) if weights is not None else None
+        proto = import_caffe(data, text, file, stem, tables, pack, notes, wdata)
     else:
         from engine.core.importers.onnx import import_onnx
         proto, ge_dump = import_onnx(data, text, file, stem, tables, pack, notes)

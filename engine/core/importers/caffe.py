@@ -6,13 +6,15 @@
 * layer types through `op_map` (caffe_op_map with the plugins' entries; E11009 otherwise);
 * a bottom blob is the latest top of that name (AddBlobsToMap's in-place remapping: a layer
   writing its own bottom, ReLU in place, feeds the layers after it);
-* Data `index` in order, every top of a leaf layer feeds NetOutput (GetDefaultOutInfo).
-The weights (.caffemodel blobs) are not read (noted).
+* Data `index` in order, every top of a leaf layer feeds NetOutput (GetDefaultOutInfo);
+* with `--weights NET.caffemodel` the blobs become Const inputs (engine/core/importers/
+  caffe_weights.py); without, the layers have no weight inputs (noted).
 """
 from __future__ import annotations
 
 from engine.core.errors import Collector, InputError, Loc, Problem
 from engine.core.importers.build import OpBuilder, model_def, parse_proto, to_opdefs
+from engine.core.importers.caffe_weights import apply_weights, parse_weights, read_weights_config
 from engine.core.importers.tables import Tables, ir_with_pack
 from engine.core.schema import Reader
 from engine.proto import caffe_net_pb2 as cf
@@ -26,7 +28,8 @@ def parse_net(data: bytes, text: bool, file: str) -> cf.NetParameter:
 
 
 def read_config(tables: Tables) -> tuple:
-    """import/caffe.yaml, read strictly: (op_map, data type, index attr, NetOutput type, name)."""
+    """import/caffe.yaml, read strictly: (op_map, data type, index attr, NetOutput type, name,
+    WeightsConfig)."""
     errors = Collector()
     loc0 = Loc(tables.file, 1, 1)
     r = Reader(tables.raw, tables.file, errors, loc0)
@@ -38,13 +41,16 @@ def read_config(tables: Tables) -> tuple:
     n = Reader(r.get("netoutput", dict, {}, required=True), "netoutput", errors, loc0)
     net_type, net_name = str(n.get("type", str, "", True)), str(n.get("name", str, "", True))
     n.done()
+    weights = read_weights_config(r.get("weights", dict, {}, required=True), tables.file, errors, loc0)
     r.done()
     errors.check()
-    return op_map, data_type, data_index, net_type, net_name
+    return op_map, data_type, data_index, net_type, net_name, weights
 
 
-def import_caffe(data: bytes, text: bool, file: str, name: str, tables: Tables, pack=None, notes=None) -> object:
-    op_map, data_type, data_index, net_type, net_name = read_config(tables)
+def import_caffe(data: bytes, text: bool, file: str, name: str, tables: Tables, pack=None, notes=None,
+                 weights: tuple[bytes, str] | None = None) -> object:
+    """`weights`: the .caffemodel's bytes and its display name."""
+    op_map, data_type, data_index, net_type, net_name, wcfg = read_config(tables)
     errors = Collector()
     loc = Loc(file)
     net = parse_net(data, text, file)
@@ -110,6 +116,9 @@ def import_caffe(data: bytes, text: bool, file: str, name: str, tables: Tables, 
         errors.error(loc, f"unsupport op[{lname}] optype[{ltype}], you should customize the op at first (E11009)",
                      f"map {ltype} in the pack's import/caffe.yaml op_map")
     errors.check()
+    if weights is not None:
+        wnet = parse_weights(weights[0], weights[1])
+        builders = apply_weights(wnet, builders, op_map, wcfg, ir, {data_type, wcfg.const_type}, weights[1], notes)
     consumed = {src for b in builders for src, _ in (i for i in b.inputs if i is not None)}
     net_op = OpBuilder(net_name, net_type)
     for b in builders:
@@ -117,7 +126,7 @@ def import_caffe(data: bytes, text: bool, file: str, name: str, tables: Tables, 
             net_op.inputs.extend((b.name, j) for j in range(b.n_out))
     if net_op.inputs:
         builders.append(net_op)
-    if notes is not None:
-        notes.append(("import", "Caffe weights (.caffemodel blobs) are not read: layers get no weight Const inputs"))
+    if notes is not None and weights is None:
+        notes.append(("import", "no Caffe weights given (--weights NET.caffemodel): layers get no weight Const inputs"))
     gname = net.name or name
     return model_def(gname, [(gname, to_opdefs(builders, "NCHW"))])

@@ -257,7 +257,7 @@ def test_caffe_in_place_and_unsupported(tmp_path, capsys):
 
 def test_rules_check_reads_the_import_tables(pack_copy, capsys):
     code, out, _ = run(["rules", "check", pack_copy], capsys)
-    assert code == 0 and "import tables tensorflow.yaml, onnx.yaml, caffe.yaml, ge-dump.yaml" in out
+    assert code == 0 and "import tables tensorflow.yaml, onnx.yaml, caffe.yaml, torch.yaml, ge-dump.yaml" in out
     edit(pack_copy / "import" / "onnx.yaml", "parent_index_attr:", "parent_index_atr:")
     edit(pack_copy / "import" / "ge-dump.yaml", "- nodes: OwnerGraphIsUnknown", "- node: OwnerGraphIsUnknown")
     code, _, err = run(["rules", "check", pack_copy], capsys)

@@ -1,6 +1,6 @@
 """Reading a model of any format GE reads into GE's IR (a `Model`): GE dumps (text,
 binary, ONNX form, the ModelDef in an offline model .om), TensorFlow GraphDefs, ONNX
-models, Caffe networks; the format from the content
+models, Caffe networks, torch.export programs (.pt2); the format from the content
 (engine/core/importers/detect.py) unless `--from` names it."""
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def _load(path, pack, fmt, weights=None):
     if fmt is None:
         if found is None:
             hint = ("memconflict reads GE dumps and offline models (.om), TensorFlow GraphDefs (.pb/.pbtxt), "
-                    "ONNX models and Caffe networks; name the format with --from " + "|".join(FORMATS))
+                    "ONNX models, Caffe networks and torch.export programs (.pt2); name the format with --from " + "|".join(FORMATS))
             if not text:     # read as the default binary format, where the first broken byte is known
                 from engine.core.dumpio import parse_binary
                 try:
@@ -85,6 +85,9 @@ def _load(path, pack, fmt, weights=None):
     if fmt == "tensorflow":
         from engine.core.importers.tensorflow import import_graphdef, parse_graphdef
         proto = import_graphdef(parse_graphdef(data, file, text), file, stem, tables, pack, notes)
+    elif fmt == "torch":
+        from engine.core.importers.torch import import_torch
+        proto = import_torch(data, file, stem, tables, pack, notes)
     elif fmt == "caffe":
         from engine.core.importers.caffe import import_caffe
         wdata = (read_bytes(weights), display_path(weights)) if weights is not None else None
@@ -107,7 +110,7 @@ def check_tables(pack_dir: Path) -> list[str]:
     from engine.core.errors import Collector
     from engine.core.importers.tables import find_table, load_tables
     readers = {"tensorflow": "engine.core.importers.tensorflow:TfConfig", "onnx": "engine.core.importers.onnx:OnnxConfig",
-               "caffe": "engine.core.importers.caffe:read_config"}
+               "caffe": "engine.core.importers.caffe:read_config", "torch": "engine.core.importers.torch:TorchConfig"}
     problems = Collector()
     read = []
     import importlib

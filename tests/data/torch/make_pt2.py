@@ -1,0 +1,67 @@
+"""Writes the .pt2 files beside this script: small torch.export ExportedPrograms that
+tests/test_import_torch.py imports. Run with a Python that has torch (not a dependency
+of memconflict):  python tests/data/torch/make_pt2.py"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+HERE = Path(__file__).resolve().parent
+
+
+class BufferAdd(nn.Module):
+    """A buffer mutated in place: the graph signature's BUFFER_MUTATION output."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("acc", torch.zeros(4))
+
+    def forward(self, x):
+        self.acc.add_(x)
+        return x * 2 + self.acc
+
+
+class InputAdd(nn.Module):
+    """`add_` on a user input: USER_INPUT_MUTATION."""
+
+    def forward(self, x, y):
+        x.add_(y)
+        return torch.relu(x)
+
+
+class ConvNet(nn.Module):
+    """conv / relu / matmul with a BatchNorm in training mode (running stats mutated)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.fc = nn.Parameter(torch.randn(16, 5))
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv(x)))
+        y = torch.flatten(torch.nn.functional.adaptive_avg_pool2d(y, 2), 1)
+        return torch.matmul(y, self.fc)
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    cases = {
+        "buffer_add.pt2": (BufferAdd(), (torch.ones(4),)),
+        "input_add.pt2": (InputAdd(), (torch.ones(2, 3), torch.ones(2, 3))),
+        "convnet.pt2": (ConvNet().train(), (torch.randn(2, 3, 4, 4),)),
+    }
+    for name, (module, args) in cases.items():
+        prog = torch.export.export(module, args)
+        torch.export.save(prog, HERE / name)
+        # the same program in core ATen: functionalized, mutations as output specs
+        core = name.replace(".pt2", "_core.pt2")
+        torch.export.save(prog.run_decompositions(), HERE / core)
+        for f in (name, core):
+            print(f, torch.__version__, (HERE / f).stat().st_size)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""torch.export programs (.pt2) read without torch, as torchair builds their GE graph. The
+.pt2 files in tests/data/torch/ were saved by tests/data/torch/make_pt2.py with torch
+2.14.1 (CPU run of the PyPI wheel): each module exported as is (training IR, in-place ops)
+and after run_decompositions() (core ATen, mutations in the graph signature)."""
+from __future__ import annotations
+
+import json
+import struct
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+from engine.core.importers.detect import detect
+from engine.core.io import load_graph
+from harness import edit, shared_pack
+
+DATA = Path(__file__).resolve().parent / "data" / "torch"
+
+
+def run(args, capsys):
+    code = main([str(a) for a in args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def graph(name: str, pack=None):
+    m, _ = load_graph(str(DATA / name), pack or shared_pack())
+    return m
+
+
+def edges(m) -> list[tuple]:
+    return [(n.name, n.type, [f"{a.peer.node.name}:{a.peer.idx}" for a in n.ins if a.peer], [c.name for c in n.in_ctrl])
+            for n in m.root.nodes()]
+
+
+def nodes(m):
+    return {n.name: n for n in m.root.nodes()}
+
+
+def test_detected_as_torch():
+    assert detect((DATA / "buffer_add.pt2").read_bytes())[0] == "torch"
+
+
+@pytest.mark.parametrize("name", ["buffer_add.pt2", "buffer_add_core.pt2"])
+def test_buffer_mutation_is_an_assign_into_its_data(name):
+    """`self.acc.add_(x)` (training IR) and its functional form with a BUFFER_MUTATION output
+    give the same graph: Add, then Assign(ref = the buffer's Data, value = the sum), and the
+    later read of the buffer reads the sum."""
+    m = graph(name)
+    assert edges(m) == [
+        ("b_acc", "Data", [], []), ("x", "Data", [], []),
+        ("Add", "Add", ["b_acc:0", "x:0"], []),
+        *([("Assign", "Assign", ["b_acc:0", "Add:0"], [])] if name == "buffer_add.pt2" else []),
+        ("Muls", "Muls", ["x:0"], []),
+        ("Add_1", "Add", ["Muls:0", "Add:0"], []),
+        *([("Assign", "Assign", ["b_acc:0", "Add:0"], [])] if name != "buffer_add.pt2" else []),
+        ("NetOutput", "NetOutput", ["Add_1:0"], ["Assign"])]
+    n = nodes(m)
+    assert n["Assign"].ports() == ({"ref": 0, "value": 1}, {"ref": 0})
+    assert n["Muls"].op.attr["value"].i == 2               # mul.Tensor by a number: torchair's Muls
+    assert [n["b_acc"].op.attr["index"].i, n["x"].op.attr["index"].i] == [0, 1]
+    assert list(n["b_acc"].outs[0].desc.shape.dim) == [4]
+
+
+def test_input_mutation():
+    m = graph("input_add.pt2")
+    assert edges(m) == [("x", "Data", [], []), ("y", "Data", [], []), ("Add", "Add", ["x:0", "y:0"], []),
+                        ("Assign", "Assign", ["x:0", "Add:0"], []), ("Relu", "Relu", ["Add:0"], []),
+                        ("NetOutput", "NetOutput", ["Relu:0"], ["Assign"])]
+    core = graph("input_add_core.pt2")
+    assert {e[0]: e[2] for e in edges(core)}["Assign"] == ["x:0", "Add:0"]        # USER_INPUT_MUTATION
+
+
+def test_batch_norm_running_stats_written():
+    m = graph("convnet.pt2")
+    e = {x[0]: x for x in edges(m)}
+    assert e["BatchNormV3"][2] == ["Conv2D:0", "p_bn_weight:0", "p_bn_bias:0", "TensorMove:0", "TensorMove_1:0"]
+    assert e["TensorMove"][2] == ["b_bn_running_mean:0"]
+    assert e["Assign_1"][2] == ["b_bn_running_mean:0", "BatchNormV3:1"]
+    assert e["Assign_2"][2] == ["b_bn_running_var:0", "BatchNormV3:2"]
+    assert e["Assign"][2] == ["b_bn_num_batches_tracked:0", "Add:0"]            # add_(1) on the counter
+    assert e["NetOutput"][3] == ["Assign", "Assign_1", "Assign_2"]
+    n = nodes(m)
+    assert n["Const"].op.attr["value"].t.data == struct.pack("<q", 1)
+    assert n["BatchNormV3"].ports()[1] == {"y": 0, "running_mean": 1, "running_var": 2, "save_mean": 3, "save_rstd": 4}
+    assert n["Conv2D"].ports()[0] == {"x": 0, "filter": 1, "bias": 2}
+    assert list(n["Conv2D"].op.attr["padding"].list.i) == [1, 1]
+
+
+def test_core_aten_form():
+    m = graph("convnet_core.pt2")
+    e = {x[0]: x for x in edges(m)}
+    assert e["Reshape"][2] == ["AdaptiveAvgPool2d:0", "Const_1:0"]
+    assert nodes(m)["Const_1"].op.attr["value"].t.data == struct.pack("<2q", 2, 16)
+    # the signature's mutations, positionally from the functional batch norm's outputs (as torchair)
+    assert [e[k][2] for k in ("Assign", "Assign_1", "Assign_2")] == [
+        ["b_bn_running_mean:0", "BatchNormV3:3"], ["b_bn_running_var:0", "BatchNormV3:4"],
+        ["b_bn_num_batches_tracked:0", "Add:0"]]
+    assert m.notes == [("import", "torch.export program (2.14.1+cu130, ATEN): 3 write(s) to graph inputs as Assign")]
+
+
+def test_run_and_convert(tmp_path, capsys):
+    rj = tmp_path / "r.json"
+    code, out, _ = run(["run", DATA / "convnet.pt2", "--report-json", rj], capsys)
+    assert code == 0 and "note (import): torch.export program (2.14.1+cu130, TRAINING)" in out
+    assert json.loads(rj.read_text())["summary"]["by_rule"] == {}
+    for k in range(2):
+        assert run(["convert", DATA / "convnet.pt2", tmp_path / f"o{k}.pbtxt"], capsys)[0] == 0
+    assert (tmp_path / "o0.pbtxt").read_bytes() == (tmp_path / "o1.pbtxt").read_bytes()
+
+
+def _rezip(tmp_path, name: str, member_of, text_of=lambda t: t) -> Path:
+    src = zipfile.ZipFile(DATA / "buffer_add.pt2")
+    prog = src.read("buffer_add/models/model.json").decode()
+    out = tmp_path / name
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr(member_of("buffer_add"), text_of(prog))
+    return out
+
+
+def test_older_archive_layout(tmp_path):
+    """torch 2.1-2.5 archives hold the program as serialized_exported_program.json."""
+    f = _rezip(tmp_path, "old.pt2", lambda root: "serialized_exported_program.json")
+    assert edges(load_graph(str(f), shared_pack())[0]) == edges(graph("buffer_add.pt2"))
+
+
+def test_unmapped_ops_refused_then_mapped_by_a_rule_edit(tmp_path, capsys, pack_copy):
+    f = _rezip(tmp_path, "odd.pt2", lambda root: f"{root}/models/model.json",
+               lambda t: t.replace("torch.ops.aten.mul.Tensor", "torch.ops.aten.hypot.default"))
+    code, _, err = run(["convert", f, tmp_path / "o.pbtxt"], capsys)
+    assert code == 2 and "odd.pt2:buffer_add/models/model.json: error: 1 ATen op(s) have no GE mapping: " \
+                         "torch.ops.aten.hypot.default (1)" in err
+    assert "map them in the pack's import/torch.yaml op_map" in err and not (tmp_path / "o.pbtxt").exists()
+    edit(pack_copy / "import" / "torch.yaml", "  relu.default: Relu\n", "  relu.default: Relu\n  hypot.default: Hypot\n")
+    from engine.passes.catalog import load_pack
+    m, _ = load_graph(str(f), load_pack(pack_copy))
+    assert nodes(m)["Hypot"].type == "Hypot"
+
+
+def test_broken_archives_located(tmp_path, capsys):
+    f = _rezip(tmp_path, "bad.pt2", lambda root: f"{root}/models/model.json", lambda t: t[:200])
+    code, _, err = run(["convert", f, tmp_path / "o.pbtxt"], capsys)
+    assert code == 2 and "bad.pt2:buffer_add/models/model.json:" in err and "error: malformed program JSON" in err
+    f.write_bytes(b"PK\x03\x04 not really a zip")
+    code, _, err = run(["convert", f, tmp_path / "o.pbtxt"], capsys)
+    assert code == 2 and "bad.pt2: error: a .pt2 is a zip archive; this one cannot be opened" in err
+    g = _rezip(tmp_path, "empty.pt2", lambda root: f"{root}/data/other.json")
+    code, _, err = run(["convert", g, tmp_path / "o.pbtxt"], capsys)
+    assert code == 2 and "the archive holds no exported program" in err
+    h = _rezip(tmp_path, "schema.pt2", lambda root: f"{root}/models/model.json",
+               lambda t: json.dumps({"graph_module": {"graph": {"inputs": [], "nodes": [{"target": "torch.ops.aten.relu.default",
+                                                                                         "inputs": [{"name": "self", "arg": {"as_tensor": {"name": "q"}}}],
+                                                                                         "outputs": []}]}}}))
+    code, _, err = run(["convert", h, tmp_path / "o.pbtxt"], capsys)
+    assert code == 2 and "node 'None' (torch.ops.aten.relu.default): input 'q' is produced by no node or placeholder" in err
+
+
+def test_pt2_files_are_small():
+    for f in DATA.glob("*.pt2"):
+        assert f.stat().st_size < 200_000, f.name

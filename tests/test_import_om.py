@@ -1,9 +1,11 @@
 """GE's offline model (.om): the embedded ModelDef read as GE's ModelHelper loads it. The
-om files are written here, field by field from GE's ModelFileHeader and partition tables
-(engine/core/importers/om.py, Note [om layout]), around ModelDefs of the repository's cases."""
+om files are written by benchmarks/gen_om.py, field by field from GE's ModelFileHeader and
+partition tables (engine/core/importers/om.py, Note [om layout]), around ModelDefs of the
+repository's cases."""
 from __future__ import annotations
 
 import struct
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,44 +17,18 @@ from engine.core.io import load_graph
 from harness import shared_fixtures, shared_pack
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))            # benchmarks/ is not installed
+from benchmarks.gen_om import FLOW_MODEL, FLOW_SUBMODEL, MODEL_DEF, TASK_INFO, WEIGHTS, om_file  # noqa: E402
+from benchmarks.gen_om import standard_om as std_om  # noqa: E402
+
 CASE = ROOT / "tests" / "cases" / "variables" / "own-ref-delete-partitioned-call.yaml"
 OAM = shared_fixtures() / "ge-dumps-oam"
-MODEL_DEF, WEIGHTS, TASK_INFO, TBE, FLOW_MODEL, FLOW_SUBMODEL = 0, 1, 2, 3, 6, 7
-
-
-# ---- an om writer of our own ------------------------------------------------------------
-def om_table(parts: list[tuple[int, bytes]], wide: bool = True) -> bytes:
-    """A partition table and its partitions, as OmFileSaveHelper lays them out."""
-    out = bytearray(struct.pack("<I4x", len(parts)) if wide else struct.pack("<I", len(parts)))
-    offset = 0
-    for kind, blob in parts:
-        out += struct.pack("<I4xQQ", kind, offset, len(blob)) if wide else struct.pack("<III", kind, offset, len(blob))
-        offset += len(blob)
-    for _, blob in parts:
-        out += blob
-    return bytes(out)
-
-
-def om_file(models: list[list[tuple[int, bytes]]], *, name: str = "net", version: int = 0x20000000, mtype: int = 1,
-            wide: bool = True, unknown: int = 0, encrypt: int = 0, magic: int = 0x444F4D49, length_delta: int = 0) -> bytes:
-    """An om file: GE's 256-byte ModelFileHeader, then one table per model."""
-    body = b"".join(om_table(m, wide) for m in models)
-    size = len(body) + length_delta
-    header = struct.pack("<III64sIBBBB32sI32sII20sB3xQBB62x", magic, 256, version, b"", 0 if wide else size,
-                         encrypt, 1, mtype, 0, name.encode(), 0, b"", 3, len(models), b"Ascend910B", 0,
-                         size if wide else 0, 0, unknown)
-    assert len(header) == 256
-    return header + body
 
 
 @pytest.fixture(scope="module")
 def modeldef() -> bytes:
     model, _ = load_graph(str(CASE), shared_pack())
     return serialize_model(model)
-
-
-def std_om(modeldef: bytes, **kw) -> bytes:
-    return om_file([[(MODEL_DEF, modeldef), (WEIGHTS, b"\0" * 64), (TASK_INFO, b"\x0a\x00"), (TBE, b"kernels")]], **kw)
 
 
 def run(args, capsys):

@@ -264,3 +264,19 @@ def test_rules_check_reads_the_import_tables(pack_copy, capsys):
     assert code == 2
     assert "onnx.yaml:" in err and "unknown key 'parent_index_atr'" in err
     assert "ge-dump.yaml:" in err and "a source names one of nodes, parent, root_graph" in err
+
+
+def test_import_readme_lists_every_mapped_op():
+    """rules/ge/import/README.md lists each table's op_map, in the table's order."""
+    import re
+    import yaml
+    folder = Path(__file__).resolve().parent.parent / "rules" / "ge" / "import"
+    text = (folder / "README.md").read_text()
+    for fmt, title in (("tensorflow", "TensorFlow"), ("onnx", "ONNX"), ("caffe", "Caffe"), ("torch", "torch.export")):
+        table = yaml.safe_load((folder / f"{fmt}.yaml").read_text())["op_map"]
+        section = text.split(f"### {title} (", 1)[1].split("\n### ", 1)[0]
+        assert section.startswith(f"{len(table)} "), fmt
+        listed = re.findall(r"`([^`]+)`(?:\s+→\s+(\w+))?", section.split("\n", 1)[1])
+        want = [(k, "" if (v if isinstance(v, str) else v["type"]) == k else (v if isinstance(v, str) else v["type"]))
+                for k, v in table.items()]
+        assert [(k, t) for k, t in listed] == want, fmt

@@ -160,3 +160,24 @@ def test_broken_archives_located(tmp_path, capsys):
 def test_pt2_files_are_small():
     for f in DATA.glob("*.pt2"):
         assert f.stat().st_size < 200_000, f.name
+
+
+def test_copy_into_a_buffer_is_the_assign():
+    """copy_ is torchair's Assign itself: no second Assign, the buffer's later readers read
+    the Assign's ref output (training IR) or the copied value (core ATen)."""
+    m = graph("buffer_copy.pt2")
+    assert edges(m) == [("b_state", "Data", [], []), ("x", "Data", [], []), ("Muls", "Muls", ["x:0"], []),
+                        ("Assign", "Assign", ["b_state:0", "Muls:0"], []), ("Const", "Const", [], []),
+                        ("Add", "Add", ["Assign:0", "Const:0"], []), ("NetOutput", "NetOutput", ["Add:0"], ["Assign"])]
+    core = {e[0]: e for e in edges(graph("buffer_copy_core.pt2"))}
+    assert core["Assign"][2] == ["b_state:0", "Muls:0"] and core["Add"][2] == ["Muls:0", "Const:0"]
+
+
+def test_ops_without_ir_noted(tmp_path, pack_copy):
+    f = _rezip(tmp_path, "odd.pt2", lambda root: f"{root}/models/model.json",
+               lambda t: t.replace("torch.ops.aten.mul.Tensor", "torch.ops.aten.hypot.default"))
+    edit(pack_copy / "import" / "torch.yaml", "  relu.default: Relu\n", "  relu.default: Relu\n  hypot.default: Hypot\n")
+    from engine.passes.catalog import load_pack
+    m, _ = load_graph(str(f), load_pack(pack_copy))
+    assert ("import", "no GE IR known for 1 op type(s), ports left unnamed (no reference semantics): Hypot (1)") in m.notes
+    assert nodes(m)["Hypot"].ports() == ({}, {})

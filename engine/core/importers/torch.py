@@ -30,7 +30,7 @@ from io import BytesIO
 
 from engine.core.errors import Collector, InputError, Loc, Problem
 from engine.core.importers.build import OpBuilder, model_def, to_opdefs
-from engine.core.importers.tables import Tables, ir_with_pack
+from engine.core.importers.tables import Tables, ir_with_pack, note_ports
 from engine.core.schema import Reader
 from engine.proto import ge_ir_pb2 as pb
 
@@ -260,6 +260,8 @@ def _node(g: _Graph, node: dict, target: str, entry: OpEntry, inplace: bool) -> 
                 raise InputError(Problem(Loc(g.file), f"node '{node.get('name')}' ({target}): input '{t}' is produced by "
                                                       "no node or placeholder", "the program is inconsistent"))
             src = g.producer[t]
+            if ge_type == cfg.write_type and not b.inputs and t in g.root:
+                src = (g.data_of[g.root[t]], 0)          # copy_ into a graph input: the Assign itself
             if name in entry.move:
                 mv = g.add(OpBuilder(g.unique("TensorMove"), "TensorMove", inputs=[src], n_out=1,
                                      out_desc={0: g.types.get(t, (0, None))}))
@@ -280,6 +282,12 @@ def _node(g: _Graph, node: dict, target: str, entry: OpEntry, inplace: bool) -> 
             g.producer[t] = (b.name, k)
             b.out_desc[k] = g.types.get(t, (0, None))
     g.add(b)
+    if ge_type == cfg.write_type:
+        first = (_tensor_names(args.get(wanted[0], {})) or [None])[0] if wanted else None
+        if first is not None and first in g.root and len(b.inputs) > 1:
+            g.writes.append(b.name)
+            _rebind(g, first, b.inputs[1], assign=False)
+        return
     if inplace:
         self_t = (_tensor_names(args.get(cfg.inplace_arg, {})) or [None])[0]
         if self_t is not None and outs and outs[0] is not None:
@@ -294,9 +302,11 @@ def _node(g: _Graph, node: dict, target: str, entry: OpEntry, inplace: bool) -> 
                 _rebind(g, t, (b.name, idx))
 
 
-def _rebind(g: _Graph, tensor: str, value: tuple[str, int]) -> None:
-    """`tensor` now holds `value`: later readers read it; a graph input gets the Assign."""
-    g.write(tensor, value)
+def _rebind(g: _Graph, tensor: str, value: tuple[str, int], assign: bool = True) -> None:
+    """`tensor` now holds `value`: later readers read it; a graph input gets the Assign
+    (unless the op was that Assign)."""
+    if assign:
+        g.write(tensor, value)
     g.producer[tensor] = value
     place = g.root.get(tensor)
     if place is not None:
@@ -309,13 +319,13 @@ def import_torch(data: bytes, file: str, name: str, tables: Tables, pack=None, n
     cfg = TorchConfig(tables)
     prog, where = read_program(data, file)
     try:
-        return _import(prog, cfg, ir_with_pack(tables, pack), where, name, notes)
+        return _import(prog, cfg, ir_with_pack(tables, pack), pack, where, name, notes)
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
         raise InputError(Problem(Loc(where), f"the program does not follow torch.export's schema ({type(exc).__name__}: "
                                              f"{exc})", "save the program with torch.export.save")) from None
 
 
-def _import(prog: dict, cfg: TorchConfig, ir: dict, file: str, name: str, notes):
+def _import(prog: dict, cfg: TorchConfig, ir: dict, pack, file: str, name: str, notes):
     gm = prog["graph_module"]
     graph, sig = gm["graph"], gm.get("signature", {})
     g = _Graph(cfg, ir, file)
@@ -372,6 +382,11 @@ def _import(prog: dict, cfg: TorchConfig, ir: dict, file: str, name: str, notes)
         net.inputs.append(g.producer[t])
     net.ctrl.extend(g.writes)
     g.builders.append(net)
+    unknown: dict[str, int] = {}
+    for b in g.builders:
+        if b.type not in ir:
+            unknown[b.type] = unknown.get(b.type, 0) + 1
+    note_ports(unknown, {b.type for b in g.builders}, ir, pack, notes)
     if notes is not None:
         text = f"torch.export program ({prog.get('torch_version', 'torch ?')}, {', '.join(prog.get('verifiers', [])) or 'ATEN'})"
         if g.writes:

@@ -23,6 +23,18 @@ class BufferAdd(nn.Module):
         return x * 2 + self.acc
 
 
+class BufferCopy(nn.Module):
+    """`copy_` into a buffer, then a read of it."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("state", torch.zeros(3))
+
+    def forward(self, x):
+        self.state.copy_(x * 2)
+        return self.state + 1
+
+
 class InputAdd(nn.Module):
     """`add_` on a user input: USER_INPUT_MUTATION."""
 
@@ -51,6 +63,7 @@ def main() -> None:
     cases = {
         "buffer_add.pt2": (BufferAdd(), (torch.ones(4),)),
         "input_add.pt2": (InputAdd(), (torch.ones(2, 3), torch.ones(2, 3))),
+        "buffer_copy.pt2": (BufferCopy(), (torch.ones(3),)),
         "convnet.pt2": (ConvNet().train(), (torch.randn(2, 3, 4, 4),)),
     }
     for name, (module, args) in cases.items():

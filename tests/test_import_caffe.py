@@ -204,3 +204,21 @@ def test_ge_parser_test_caffemodel_reads(tmp_path):
     assert [(n.name, n.type) for n in m.root.nodes()] == [("data", "Data"), ("const", "Data"), ("reshape", "Reshape"),
                                                          ("Node_Output", "NetOutput")]
     assert ("import", "Caffe weights: 0 blob(s) made Const inputs") in m.notes
+
+
+def test_damaged_weights_never_crash(net):
+    import random
+    rnd = random.Random(3)
+    good = weights_ok()
+    refused = 0
+    for _ in range(120):
+        d = bytearray(good)
+        for _ in range(rnd.randint(1, 6)):
+            d[rnd.randrange(len(d))] = rnd.randrange(256)
+        net[1].write_bytes(bytes(d))
+        try:
+            load_graph(str(net[0]), shared_pack(), None, str(net[1]))
+        except InputError as exc:
+            assert "lenet.caffemodel" in exc.render() or "lenet.prototxt" in exc.render()
+            refused += 1
+    assert 0 < refused < 120

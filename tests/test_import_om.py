@@ -168,3 +168,15 @@ def test_encrypted_bundle_and_foreign(modeldef, tmp_path, capsys):
             "reads") in _err(std_om(modeldef, mtype=9), tmp_path, capsys)
     err = _err(std_om(modeldef, magic=0x12345678), tmp_path, capsys, "--from", "om")
     assert "malformed om file at byte 0: magic 0x12345678 is not GE's MODEL_FILE_MAGIC_NUM 0x444F4D49" in err
+
+
+def test_every_truncation_refused_at_a_byte(modeldef, tmp_path):
+    from engine.core.errors import InputError
+    from engine.core.importers import load_model_file
+    data = std_om(modeldef)
+    f = tmp_path / "cut.om"
+    for cut in list(range(0, 400, 7)) + [len(data) - 1]:
+        f.write_bytes(data[:cut])
+        with pytest.raises(InputError) as exc:
+            load_model_file(f, shared_pack(), "om")
+        assert "malformed om file at byte " in exc.value.render(), cut

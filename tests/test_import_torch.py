@@ -181,3 +181,35 @@ def test_ops_without_ir_noted(tmp_path, pack_copy):
     m, _ = load_graph(str(f), load_pack(pack_copy))
     assert ("import", "no GE IR known for 1 op type(s), ports left unnamed (no reference semantics): Hypot (1)") in m.notes
     assert nodes(m)["Hypot"].ports() == ({}, {})
+
+
+def test_mutated_programs_never_crash(tmp_path):
+    """Programs damaged at random (keys dropped, values of other types) import or are refused
+    with an InputError, never a traceback."""
+    import random
+
+    from engine.core.errors import InputError
+    rnd = random.Random(7)
+    base = json.loads(zipfile.ZipFile(DATA / "convnet_core.pt2").read("convnet_core/models/model.json"))
+    f = tmp_path / "m.pt2"
+    refused = 0
+    for _ in range(80):
+        prog = json.loads(json.dumps(base))
+        node = prog
+        for _ in range(rnd.randint(1, 7)):
+            kids = [v for v in (node.values() if isinstance(node, dict) else node) if isinstance(v, (dict, list))]
+            if not kids:
+                break
+            node = rnd.choice(kids)
+        if isinstance(node, dict) and node:
+            node[rnd.choice(sorted(node))] = rnd.choice([None, 1, "x", [], {}])
+        elif isinstance(node, list) and node:
+            node.append(rnd.choice([None, 2, {"as_tensor": {"name": "nope"}}]))
+        with zipfile.ZipFile(f, "w") as z:
+            z.writestr("m/models/model.json", json.dumps(prog))
+        try:
+            load_graph(str(f), shared_pack())
+        except InputError as exc:
+            assert "m.pt2" in exc.render()
+            refused += 1
+    assert 0 < refused < 80

@@ -5,6 +5,7 @@ CaffeCustomParserAdapter::ParseWeights add them (the knowledge in import/caffe.y
 then every required input must be linked (CheckNodes)."""
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass
 
@@ -18,6 +19,17 @@ from engine.proto import caffe_net_pb2 as cf
 from engine.proto import ge_ir_pb2 as pb
 
 INT32_MAX = 2 ** 31 - 1
+FLOAT_MAX = struct.unpack("<f", b"\xff\xff\x7f\x7f")[0]
+
+
+def _text(value) -> str:
+    """A proto2 string field as str (protobuf hands back bytes when they are not UTF-8)."""
+    return value if isinstance(value, str) else value.decode("utf-8", "replace")
+
+
+def _to_float(v: float) -> float:
+    """static_cast<float> of a double: out of range saturates to infinity."""
+    return v if -FLOAT_MAX <= v <= FLOAT_MAX or v != v else math.copysign(math.inf, v)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +95,7 @@ def convert_blob(blob: cf.BlobProto, layer: str, file: str) -> tuple[list[int], 
                                                 "int32", "the blob is too large for GE's Caffe parser"))
         count *= d
     if len(blob.double_data):
-        got, dtype, data = len(blob.double_data), "DT_FLOAT", struct.pack(f"<{len(blob.double_data)}f", *blob.double_data)
+        got, dtype, data = len(blob.double_data), "DT_FLOAT", struct.pack(f"<{len(blob.double_data)}f", *map(_to_float, blob.double_data))
     elif len(blob.int8_data):
         got, dtype, data = len(blob.int8_data), "DT_INT8", bytes(blob.int8_data)
     elif len(blob.int32_data):
@@ -99,10 +111,11 @@ def convert_blob(blob: cf.BlobProto, layer: str, file: str) -> tuple[list[int], 
 
 
 def _reshape(dims: list[int], layer: cf.LayerParameter, i: int, cfg: WeightsConfig) -> list[int]:
-    param = cfg.bias_blob.get(layer.type)
+    ltype = _text(layer.type)
+    param = cfg.bias_blob.get(ltype)
     if i == 1 and param is not None and getattr(layer, param).bias_term and len(dims) == 4 and dims[:3] == [1, 1, 1]:
         return [dims[3]]
-    if i == 0 and layer.type in cfg.matrix_blob and len(dims) == 4 and dims[:2] == [1, 1]:
+    if i == 0 and ltype in cfg.matrix_blob and len(dims) == 4 and dims[:2] == [1, 1]:
         return dims[2:]
     return dims
 
@@ -123,9 +136,10 @@ def apply_weights(net: cf.NetParameter, builders: list[OpBuilder], op_map: dict,
     not_in_net, unknown = [], []
     in_weights = set()
     for layer in net.layer:
-        if layer.type in cfg.skip:
+        ltype = _text(layer.type)
+        if ltype in cfg.skip:
             continue
-        name = layer.name
+        name = _text(layer.name)
         if name in seen:
             base, name = name, f"{name}_same_{seen[name]}"
             seen[base] += 1
@@ -135,9 +149,9 @@ def apply_weights(net: cf.NetParameter, builders: list[OpBuilder], op_map: dict,
             not_in_net.append(name)
             continue
         in_weights.add(name)
-        ge_type = op_map.get(layer.type)
+        ge_type = op_map.get(ltype)
         if ge_type is None:
-            unknown.append(f"{name} ({layer.type})")
+            unknown.append(f"{name} ({ltype})")
             continue
         if ge_type in cfg.ignore or not len(layer.blobs):
             continue

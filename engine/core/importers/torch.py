@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import struct
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from io import BytesIO
 
@@ -40,6 +41,9 @@ _SCALARS = {"as_int": "i", "as_float": "f", "as_bool": "b", "as_string": "s"}
 _WRITE_SPECS = {"buffer_mutation": "buffer_name", "parameter_mutation": "parameter_name",
                 "user_input_mutation": "user_input_name"}
 _NAME_OF_INPUT = {"buffer": "buffer_name", "parameter": "parameter_name"}
+# what zipfile raises on a corrupt archive (bad directory, bad names, bad CRC, bad deflate stream)
+_ZIP_ERRORS = (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, RuntimeError, zlib.error,
+               struct.error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +110,7 @@ def read_program(data: bytes, file: str) -> tuple[dict, str]:
     try:
         archive = zipfile.ZipFile(BytesIO(data))
         names = archive.namelist()
-    except (zipfile.BadZipFile, OSError) as exc:
+    except _ZIP_ERRORS as exc:             # UnicodeDecodeError (a bad member name) is a ValueError
         raise InputError(Problem(Loc(file), f"a .pt2 is a zip archive; this one cannot be opened ({exc})",
                                  "save the program with torch.export.save")) from None
     members = [n for n in names if n.endswith("serialized_exported_program.json")]
@@ -117,15 +121,18 @@ def read_program(data: bytes, file: str) -> tuple[dict, str]:
     member = sorted(members)[0]
     where = f"{file}:{member}"
     try:
-        text = archive.read(member).decode("utf-8")
-        prog = json.loads(text)
+        raw = archive.read(member)
+    except _ZIP_ERRORS as exc:
+        raise InputError(Problem(Loc(where), f"cannot read the program from the archive ({exc})", "the archive is corrupt")) from None
+    try:
+        prog = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise InputError(Problem(Loc(where), f"the program is not UTF-8 JSON ({exc})", "the archive is corrupt")) from None
     except json.JSONDecodeError as exc:
         raise InputError(Problem(Loc(where, exc.lineno, exc.colno), f"malformed program JSON: {exc.msg}",
                                  "the archive is corrupt")) from None
-    except (zipfile.BadZipFile, OSError, RuntimeError) as exc:
-        raise InputError(Problem(Loc(where), f"cannot read the program from the archive ({exc})", "the archive is corrupt")) from None
+    except RecursionError:
+        raise InputError(Problem(Loc(where), "the program JSON nests too deep", "the archive is corrupt")) from None
     if not isinstance(prog, dict) or not isinstance(prog.get("graph_module"), dict):
         raise InputError(Problem(Loc(where), "the JSON is no ExportedProgram (no graph_module)",
                                  "save the program with torch.export.save"))
@@ -320,7 +327,7 @@ def import_torch(data: bytes, file: str, name: str, tables: Tables, pack=None, n
     prog, where = read_program(data, file)
     try:
         return _import(prog, cfg, ir_with_pack(tables, pack), pack, where, name, notes)
-    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError, struct.error) as exc:
         raise InputError(Problem(Loc(where), f"the program does not follow torch.export's schema ({type(exc).__name__}: "
                                              f"{exc})", "save the program with torch.export.save")) from None
 

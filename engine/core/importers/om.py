@@ -113,7 +113,7 @@ def read_tables(data: bytes, file: str, head: dict) -> list[list[tuple[int, int,
     limit = MAX_FLOW_PARTITIONS if head["type"] == FLOW_MODEL_TYPE else MAX_PARTITIONS
     models = []
     for k in range(head["models"]):
-        if end - pos <= table_head:
+        if end - pos <= 8:                  # GE checks sizeof(ModelPartitionTable) for both tables
             _fail(file, pos, f"model {k}: the file ends where its partition table starts",
                   f"the header announces {head['models']} model(s), each with a partition table")
         num = struct.unpack_from("<I", data, pos)[0]

@@ -195,15 +195,39 @@ def test_weights_only_for_caffe(net, tmp_path):
 
 
 @pytest.mark.skipif(not MODELS.is_dir(), reason="no ../shared/fixtures/parser-models")
-def test_ge_parser_test_caffemodel_reads(tmp_path):
-    # GE's caffe_add.caffemodel (its parser test's weights), with the network less its shapeless
-    # net-level input: the only blob is on an Input layer, whose parser (CaffeDataParser) reads none
+def test_ge_parser_test_caffemodel(tmp_path, capsys):
+    """GE's caffe_add.caffemodel (its parser test's weights) reads: the only blob is on an Input
+    layer, whose parser (CaffeDataParser) takes none. Its network, less the shapeless net input,
+    is still refused as GE refuses it: the Reshape's second bottom meets the shape Const."""
+    from engine.core.importers.caffe_weights import parse_weights
+    w = parse_weights((MODELS / "caffe_add.caffemodel").read_bytes(), "caffe_add.caffemodel")
+    assert [(x.name, x.type, len(x.blobs)) for x in w.layer] == [("data", "Input", 0), ("const", "Input", 1),
+                                                                   ("reshape", "Reshape", 0)]
     text = (MODELS / "caffe_add.pbtxt").read_text().replace('input: "data"\n', "", 1)
     (tmp_path / "add.prototxt").write_text(text)
-    m, _ = load_graph(str(tmp_path / "add.prototxt"), shared_pack(), None, str(MODELS / "caffe_add.caffemodel"))
-    assert [(n.name, n.type) for n in m.root.nodes()] == [("data", "Data"), ("const", "Data"), ("reshape", "Reshape"),
-                                                         ("Node_Output", "NetOutput")]
-    assert ("import", "Caffe weights: 0 blob(s) made Const inputs") in m.notes
+    code, _, err = run(["convert", tmp_path / "add.prototxt", tmp_path / "o.pbtxt", "--weights",
+                        MODELS / "caffe_add.caffemodel"], capsys)
+    assert code == 2 and "error: Add link failed from op[const] to op[reshape]: its input 1 holds the shape Const" in err
+
+
+def test_reshape_gets_its_shape_const(tmp_path, capsys):
+    net = ('input: "x"\ninput_dim: 1\ninput_dim: 2\ninput_dim: 2\ninput_dim: 2\n'
+           'layer { name: "r" type: "Reshape" bottom: "x" top: "y" reshape_param { shape { dim: 0 dim: -1 } axis: 1 } }\n'
+           'layer { name: "s" type: "Scale" bottom: "y" top: "z" }\n')
+    (tmp_path / "r.prototxt").write_text(net)
+    (tmp_path / "r.caffemodel").write_bytes(caffemodel(layer("s", "Scale", [blob([1], [2.0])])))
+    m, _ = load_graph(str(tmp_path / "r.prototxt"), shared_pack(), None, str(tmp_path / "r.caffemodel"))
+    assert [n.name for n in m.root.nodes()][:2] == ["dynamic_const_1", "dynamic_const_0"]    # weights' Const after
+    n = by_name(m)
+    assert [a.peer.node.name for a in n["r"].ins] == ["x", "dynamic_const_0"]
+    assert n["r"].ports()[0] == {"x": 0, "shape": 1}
+    assert n["dynamic_const_0"].op.attr["value"].t.data == struct.pack("<2q", 0, -1)
+    assert list(n["r"].op.attr["shape"].list.i) == [0, -1]
+    assert (n["r"].op.attr["axis"].i, n["r"].op.attr["num_axes"].i) == (1, -1)
+    assert [a.peer.node.name for a in n["s"].ins] == ["r", "dynamic_const_1"]
+    (tmp_path / "r.prototxt").write_text(net.replace(" reshape_param { shape { dim: 0 dim: -1 } axis: 1 }", ""))
+    code, _, err = run(["convert", tmp_path / "r.prototxt", tmp_path / "o.pbtxt"], capsys)
+    assert code == 2 and "error: Reshape has no shape info, layer name = r, layer type = Reshape" in err
 
 
 def test_damaged_weights_never_crash(net):

@@ -120,10 +120,25 @@ def _reshape(dims: list[int], layer: cf.LayerParameter, i: int, cfg: WeightsConf
     return dims
 
 
+def make_const(cfg: WeightsConfig, index: int, dtype: int, dims: list[int], data: bytes, ir: dict) -> OpBuilder:
+    """OpDescUtils::CreateConstOp: a Const holding the tensor, named by GE's running count."""
+    c = OpBuilder(cfg.const_name.format(index=index), cfg.const_type, n_out=1)
+    c.op = pb.OpDef()
+    t = c.op.attr[cfg.const_value].t
+    t.desc.dtype, t.desc.layout = dtype, "NCHW"
+    t.desc.shape.dim.extend(dims)
+    t.data = data
+    c.out_desc[0] = (dtype, dims)
+    spec = ir.get(cfg.const_type)
+    if spec is not None:
+        c.in_names, c.out_names = [], spec.output_names(1)
+    return c
+
+
 def apply_weights(net: cf.NetParameter, builders: list[OpBuilder], op_map: dict, cfg: WeightsConfig, ir: dict,
-                  keep: set[str], file: str, notes: list | None) -> list[OpBuilder]:
+                  keep: set[str], file: str, notes: list | None, first_index: int = 0) -> list[OpBuilder]:
     """The builders with the weights' Const nodes in front; `keep` are the GE types whose
-    inputs CheckNodes does not check (Data, Const)."""
+    inputs CheckNodes does not check (Data, Const); `first_index`: Consts made before."""
     if not len(net.layer):
         if len(net.layers):
             raise InputError(Problem(Loc(file), "the weight file is consisted of layers-structure which is deprecated in "
@@ -159,16 +174,7 @@ def apply_weights(net: cf.NetParameter, builders: list[OpBuilder], op_map: dict,
         for i, blob in enumerate(layer.blobs):
             dims, dtype, data = convert_blob(blob, name, file)
             dims = _reshape(dims, layer, i, cfg)
-            c = OpBuilder(cfg.const_name.format(index=len(consts)), cfg.const_type, n_out=1)
-            c.op = pb.OpDef()
-            t = c.op.attr[cfg.const_value].t
-            t.desc.dtype, t.desc.layout = dtype, "NCHW"
-            t.desc.shape.dim.extend(dims)
-            t.data = data
-            c.out_desc[0] = (dtype, dims)
-            spec = ir.get(cfg.const_type)
-            if spec is not None:
-                c.in_names, c.out_names = [], spec.output_names(1)
+            c = make_const(cfg, first_index + len(consts), dtype, dims, data, ir)
             consts.append(c)
             b.inputs.append((c.name, 0))
         b.attrs[cfg.origin_attr] = (bottoms, "i")

@@ -134,8 +134,11 @@ def test_convert_with_weights_is_deterministic(net, tmp_path, capsys):
         assert code == 0 and "note (import): Caffe weights: 4 blob(s) made Const inputs" in err
         outs.append(out.read_bytes())
     assert outs[0] == outs[1] and b'name: "dynamic_const_0"' in outs[0]
-    code, out, _ = run(["run", net[0], "--weights", net[1]], capsys)
-    assert code == 0 and "inserted" in out
+    rj = tmp_path / "r.json"
+    code, out, _ = run(["run", net[0], "--weights", net[1], "--report-json", rj], capsys)
+    assert code == 0 and "0 node(s) inserted" in out
+    import json
+    assert json.loads(rj.read_text())["summary"]["by_code"] == {"ATTR_SET": 1}     # NetOutput's is_input_const
 
 
 def test_without_weights_noted(net):

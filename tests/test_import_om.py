@@ -180,3 +180,23 @@ def test_every_truncation_refused_at_a_byte(modeldef, tmp_path):
         with pytest.raises(InputError) as exc:
             load_model_file(f, shared_pack(), "om")
         assert "malformed om file at byte " in exc.value.render(), cut
+
+
+GE_OM = shared_fixtures() / "ge-om"
+
+
+@pytest.mark.skipif(not GE_OM.is_dir(), reason="no ../shared/fixtures/ge-om (GE's own test om files: mirror-cann/ge "
+                                               "tests/ge/st/st_run_data/origin_model/*.om)")
+def test_ge_test_om_files():
+    """GE's st om files: a static IR model with MODEL_INOUT_INFO, a flow model, a dynamic om of 3 models."""
+    m, _ = load_graph(str(GE_OM / "root_model.om"), shared_pack())
+    assert [(n.name, n.type) for n in m.root.nodes()] == [("Node_Output", "NetOutput"), ("_arg_0", "Data"),
+                                                         ("fused_op1", "FakeOpNpu")]
+    assert m.notes[0] == ("import", "om IR model 'test_graph_cache' (version 0x20000000): the ModelDef of 1798 bytes at "
+                                    "byte 476; not read: MODEL_INOUT_INFO, TASK_INFO")
+    m, _ = load_graph(str(GE_OM / "flow_model.om"), shared_pack())
+    assert "om flow model '' (version 0x20000000): the ModelDef of 1656 bytes at byte 360; not read: FLOW_MODEL, " \
+           "FLOW_SUBMODEL" == m.notes[0][1]
+    m, _ = load_graph(str(GE_OM / "dynamic_and_static_graph_without_unfold.om"), shared_pack())
+    assert [n.name for n in m.root.nodes()] == ["data_1", "rank", "known_op", "data_2", "unknown_op", "root_netoutput"]
+    assert "the other 2 model(s) of this dynamic om" in m.notes[0][1]

@@ -53,15 +53,24 @@ def test_buffer_mutation_is_an_assign_into_its_data(name):
         ("b_acc", "Data", [], []), ("x", "Data", [], []),
         ("Add", "Add", ["b_acc:0", "x:0"], []),
         *([("Assign", "Assign", ["b_acc:0", "Add:0"], [])] if name == "buffer_add.pt2" else []),
-        ("Muls", "Muls", ["x:0"], []),
-        ("Add_1", "Add", ["Muls:0", "Add:0"], []),
+        ("Const", "Const", [], []), ("Mul", "Mul", ["x:0", "Const:0"], []),
+        ("Add_1", "Add", ["Mul:0", "Add:0"], []),
         *([("Assign", "Assign", ["b_acc:0", "Add:0"], [])] if name != "buffer_add.pt2" else []),
         ("NetOutput", "NetOutput", ["Add_1:0"], ["Assign"])]
     n = nodes(m)
     assert n["Assign"].ports() == ({"ref": 0, "value": 1}, {"ref": 0})
-    assert n["Muls"].op.attr["value"].i == 2               # mul.Tensor by a number: torchair's Muls
+    # mul.Tensor by a number: a Const of self's dtype (torchair's dtype_promote), Muls only for float16/bfloat16
+    assert n["Const"].op.attr["value"].t.data == struct.pack("<f", 2.0)
     assert [n["b_acc"].op.attr["index"].i, n["x"].op.attr["index"].i] == [0, 1]
     assert list(n["b_acc"].outs[0].desc.shape.dim) == [4]
+
+
+def test_mul_by_a_number_in_half_is_muls(tmp_path):
+    f = _rezip(tmp_path, "half.pt2", lambda root: f"{root}/models/model.json",
+               lambda t: t.replace('"dtype": 7', '"dtype": 6'))
+    n = nodes(load_graph(str(f), shared_pack())[0])
+    assert [a.peer.node.name for a in n["Muls"].ins] == ["x"] and n["Muls"].op.attr["value"].i == 2
+    assert "Const" not in n
 
 
 def test_input_mutation():
@@ -166,11 +175,12 @@ def test_copy_into_a_buffer_is_the_assign():
     """copy_ is torchair's Assign itself: no second Assign, the buffer's later readers read
     the Assign's ref output (training IR) or the copied value (core ATen)."""
     m = graph("buffer_copy.pt2")
-    assert edges(m) == [("b_state", "Data", [], []), ("x", "Data", [], []), ("Muls", "Muls", ["x:0"], []),
-                        ("Assign", "Assign", ["b_state:0", "Muls:0"], []), ("Const", "Const", [], []),
-                        ("Add", "Add", ["Assign:0", "Const:0"], []), ("NetOutput", "NetOutput", ["Add:0"], ["Assign"])]
+    assert edges(m) == [("b_state", "Data", [], []), ("x", "Data", [], []), ("Const", "Const", [], []),
+                        ("Mul", "Mul", ["x:0", "Const:0"], []), ("Assign", "Assign", ["b_state:0", "Mul:0"], []),
+                        ("Const_1", "Const", [], []), ("Add", "Add", ["Assign:0", "Const_1:0"], []),
+                        ("NetOutput", "NetOutput", ["Add:0"], ["Assign"])]
     core = {e[0]: e for e in edges(graph("buffer_copy_core.pt2"))}
-    assert core["Assign"][2] == ["b_state:0", "Muls:0"] and core["Add"][2] == ["Muls:0", "Const:0"]
+    assert core["Assign"][2] == ["b_state:0", "Mul:0"] and core["Add"][2] == ["Mul:0", "Const_1:0"]
 
 
 def test_ops_without_ir_noted(tmp_path, pack_copy):

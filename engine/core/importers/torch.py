@@ -41,6 +41,7 @@ _SCALARS = {"as_int": "i", "as_float": "f", "as_bool": "b", "as_string": "s"}
 _WRITE_SPECS = {"buffer_mutation": "buffer_name", "parameter_mutation": "parameter_name",
                 "user_input_mutation": "user_input_name"}
 _NAME_OF_INPUT = {"buffer": "buffer_name", "parameter": "parameter_name"}
+_FLOAT_CODES = {"DT_FLOAT": "f", "DT_DOUBLE": "d", "DT_FLOAT16": "e"}
 # what zipfile raises on a corrupt archive (bad directory, bad names, bad CRC, bad deflate stream)
 _ZIP_ERRORS = (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, RuntimeError, zlib.error,
                struct.error)
@@ -52,6 +53,7 @@ class OpEntry:
     inputs: tuple | None = None
     scalar_type: str = ""
     scalar_attr: str = ""
+    scalar_dtypes: frozenset = frozenset()   # GE dtypes of `self` for which scalar_type applies (all if empty)
     move: tuple = ()
     writes: tuple = ()              # ((argument, output index), ...)
     when: str = ""
@@ -97,8 +99,14 @@ class TorchConfig:
         e = Reader(spec, f"op_map.{op}", errors, loc0)
         ins = e.get("inputs", list, None)
         writes = e.get("writes", dict, {}) or {}
+        dtypes = []
+        for d in e.get("scalar_dtypes", list, []) or ():
+            try:
+                dtypes.append(pb.DataType.Value(str(d)))
+            except ValueError:
+                errors.error(loc0, f"op_map.{op}: scalar_dtypes: '{d}' is no GE DataType", "e.g. DT_FLOAT16")
         entry = OpEntry(str(e.get("type", str, "", True)), tuple(str(x) for x in ins) if ins is not None else None,
-                        str(e.get("scalar_type", str, "")), str(e.get("scalar_attr", str, "")),
+                        str(e.get("scalar_type", str, "")), str(e.get("scalar_attr", str, "")), frozenset(dtypes),
                         tuple(str(x) for x in e.get("move", list, []) or ()),
                         tuple((str(k), int(v)) for k, v in writes.items()), str(e.get("when", str, "")))
         e.done()
@@ -191,9 +199,15 @@ class _Graph:
         self.builders.append(b)
         return b
 
-    def const(self, kind: str, value) -> tuple[str, int]:
+    def const(self, kind: str, value, like: int = 0) -> tuple[str, int]:
+        """A Const of a number or a list of numbers. A single number takes the float dtype of
+        the tensor it meets (`like`), as torchair's dtype_promote makes it; a list (a shape,
+        dims) stays int64."""
         values = value if isinstance(value, list) else [value]
         code, dtype = ("q", "DT_INT64") if kind in ("as_int", "as_ints", "as_bool") else ("f", "DT_FLOAT")
+        name = pb.DataType.Name(like) if like in pb.DataType.values() else ""
+        if not isinstance(value, list) and name in _FLOAT_CODES:
+            code, dtype = _FLOAT_CODES[name], name
         b = OpBuilder(self.unique(self.cfg.const_type), self.cfg.const_type, n_out=1)
         b.op = pb.OpDef()
         t = b.op.attr[self.cfg.const_value].t
@@ -241,7 +255,9 @@ def _node(g: _Graph, node: dict, target: str, entry: OpEntry, inplace: bool) -> 
     ge_type = entry.type
     scalar = [n for n in wanted if n in args and _tensor_names(args[n]) is None and _number(args[n]) is not None]
     if scalar and entry.scalar_type:
-        ge_type = entry.scalar_type
+        first = next((t[0] for n in wanted if (t := _tensor_names(args.get(n, {})))), None)
+        if not entry.scalar_dtypes or g.types.get(first, (0, None))[0] in entry.scalar_dtypes:
+            ge_type = entry.scalar_type
     b = OpBuilder(g.unique(ge_type), ge_type)
     b.op = pb.OpDef()
     for name in wanted:
@@ -257,7 +273,8 @@ def _node(g: _Graph, node: dict, target: str, entry: OpEntry, inplace: bool) -> 
             if ge_type == entry.scalar_type and entry.scalar_attr:
                 _attr(b.op, entry.scalar_attr, arg)
                 continue
-            b.inputs.append(g.const(*number))
+            first = next((t[0] for n in wanted if (t := _tensor_names(args.get(n, {})))), None)
+            b.inputs.append(g.const(*number, like=g.types.get(first, (0, None))[0]))
             continue
         for t in tensors:
             if t is None:

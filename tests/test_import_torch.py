@@ -223,3 +223,22 @@ def test_mutated_programs_never_crash(tmp_path):
             assert "m.pt2" in exc.render()
             refused += 1
     assert 0 < refused < 80
+
+
+@pytest.mark.parametrize("name", ["misc.pt2", "misc_core.pt2"])
+def test_list_and_default_arguments(name):
+    """Numbers and lists where GE takes a tensor are Const inputs (int64 for indices, shapes and
+    dims), arguments the program leaves out take the table's defaults, multi-output ops feed by index."""
+    m = graph(name)
+    e = {x[0]: x for x in edges(m)}
+    n = nodes(m)
+    assert e["ConcatV2"][2] == ["x:0", "x:0", "Const:0"]
+    assert n["Const"].op.attr["value"].t.data == struct.pack("<q", 0)                  # cat's dim, left out: 0
+    assert n["ConcatV2"].ports()[0] == {"x0": 0, "x1": 1, "concat_dim": 2}
+    begin, end, axes, strides = (n[c.split(":")[0]].op.attr["value"].t.data for c in e["StridedSliceV2"][2][1:])
+    assert (begin, axes, strides) == (struct.pack("<q", 1), struct.pack("<q", 0), struct.pack("<q", 1))
+    assert e["SplitV"][2][0] == "StridedSliceV2:0"
+    assert n[e["SplitV"][2][1].split(":")[0]].op.attr["value"].t.data == struct.pack("<2q", 2, 1)
+    assert e["GatherV2"][2][:2] == ["p_emb_weight:0", "idx:0"]
+    assert e["NetOutput"][2] == ["LayerNormV4:0", "SplitV:1"]
+    assert n["LayerNormV4"].ports()[0] == {"x": 0, "normalized_shape": 1, "gamma": 2, "beta": 3}

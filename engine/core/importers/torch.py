@@ -57,6 +57,8 @@ class OpEntry:
     move: tuple = ()
     writes: tuple = ()              # ((argument, output index), ...)
     when: str = ""
+    defaults: tuple = ()            # ((argument, number), ...) for an input the program leaves out
+    promote: bool = False           # a number input takes the dtype of the op's first tensor
 
 
 class TorchConfig:
@@ -99,6 +101,7 @@ class TorchConfig:
         e = Reader(spec, f"op_map.{op}", errors, loc0)
         ins = e.get("inputs", list, None)
         writes = e.get("writes", dict, {}) or {}
+        defaults = e.get("defaults", dict, {}) or {}
         dtypes = []
         for d in e.get("scalar_dtypes", list, []) or ():
             try:
@@ -108,7 +111,8 @@ class TorchConfig:
         entry = OpEntry(str(e.get("type", str, "", True)), tuple(str(x) for x in ins) if ins is not None else None,
                         str(e.get("scalar_type", str, "")), str(e.get("scalar_attr", str, "")), frozenset(dtypes),
                         tuple(str(x) for x in e.get("move", list, []) or ()),
-                        tuple((str(k), int(v)) for k, v in writes.items()), str(e.get("when", str, "")))
+                        tuple((str(k), int(v)) for k, v in writes.items()), str(e.get("when", str, "")),
+                        tuple((str(k), v) for k, v in defaults.items()), bool(e.get("promote", bool, False)))
         e.done()
         return entry
 
@@ -200,9 +204,9 @@ class _Graph:
         return b
 
     def const(self, kind: str, value, like: int = 0) -> tuple[str, int]:
-        """A Const of a number or a list of numbers. A single number takes the float dtype of
-        the tensor it meets (`like`), as torchair's dtype_promote makes it; a list (a shape,
-        dims) stays int64."""
+        """A Const of a number or a list of numbers: int64 or float32, or for a single number
+        of an arithmetic op the float dtype of the tensor it meets (`like`), as torchair's
+        dtype_promote makes it."""
         values = value if isinstance(value, list) else [value]
         code, dtype = ("q", "DT_INT64") if kind in ("as_int", "as_ints", "as_bool") else ("f", "DT_FLOAT")
         name = pb.DataType.Name(like) if like in pb.DataType.values() else ""
@@ -260,8 +264,12 @@ def _node(g: _Graph, node: dict, target: str, entry: OpEntry, inplace: bool) -> 
             ge_type = entry.scalar_type
     b = OpBuilder(g.unique(ge_type), ge_type)
     b.op = pb.OpDef()
+    defaults = dict(entry.defaults)
     for name in wanted:
         arg = args.get(name)
+        if arg is None and name in defaults:
+            value = defaults[name]
+            arg = {"as_float": value} if isinstance(value, float) else {"as_int": value}
         if arg is None or "as_none" in arg:
             b.inputs.append(None)
             continue
@@ -273,7 +281,7 @@ def _node(g: _Graph, node: dict, target: str, entry: OpEntry, inplace: bool) -> 
             if ge_type == entry.scalar_type and entry.scalar_attr:
                 _attr(b.op, entry.scalar_attr, arg)
                 continue
-            first = next((t[0] for n in wanted if (t := _tensor_names(args.get(n, {})))), None)
+            first = next((t[0] for n in wanted if (t := _tensor_names(args.get(n, {})))), None) if entry.promote else None
             b.inputs.append(g.const(*number, like=g.types.get(first, (0, None))[0]))
             continue
         for t in tensors:

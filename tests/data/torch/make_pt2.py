@@ -58,6 +58,20 @@ class ConvNet(nn.Module):
         return torch.matmul(y, self.fc)
 
 
+class Misc(nn.Module):
+    """cat, slicing, split, layer norm and an embedding: ops with list and default arguments."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4)
+        self.norm = nn.LayerNorm(4)
+
+    def forward(self, idx, x):
+        y = torch.cat([x, x])[1:]
+        a, b = torch.split(y, [2, 1])
+        return self.norm(self.emb(idx) + a.sum(0, keepdim=True)), b
+
+
 def main() -> None:
     torch.manual_seed(0)
     cases = {
@@ -65,6 +79,7 @@ def main() -> None:
         "input_add.pt2": (InputAdd(), (torch.ones(2, 3), torch.ones(2, 3))),
         "buffer_copy.pt2": (BufferCopy(), (torch.ones(3),)),
         "convnet.pt2": (ConvNet().train(), (torch.randn(2, 3, 4, 4),)),
+        "misc.pt2": (Misc(), (torch.tensor([1, 2]), torch.randn(2, 4))),
     }
     for name, (module, args) in cases.items():
         prog = torch.export.export(module, args)

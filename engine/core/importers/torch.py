@@ -75,6 +75,7 @@ class TorchConfig:
         self.write_value = str(w.get("value", str, "", True))
         w.done()
         self.inplace_suffix, self.inplace_arg = self._pair(r, "inplace", ("suffix", "arg"), errors, loc0)
+        self.move_type, = self._pair(r, "move", ("type",), errors, loc0)
         self.op_map: dict[str, OpEntry] = {}
         for op, spec in r.get("op_map", dict, {}, required=True).items():
             self.op_map[str(op)] = self._entry(str(op), spec, errors, loc0)
@@ -252,6 +253,14 @@ def _attr(op: pb.OpDef, name: str, arg: dict) -> None:
             return
 
 
+def _first(names) -> str | None:
+    return (names or [None])[0]
+
+
+def _first_tensor(args: dict, wanted) -> str | None:
+    return next((t[0] for n in wanted if (t := _tensor_names(args.get(n, {})))), None)
+
+
 def _node(g: _Graph, node: dict, target: str, entry: OpEntry, inplace: bool) -> None:
     cfg = g.cfg
     args = {i.get("name", f"arg{k}"): i.get("arg", {}) for k, i in enumerate(node.get("inputs", []))}
@@ -259,48 +268,11 @@ def _node(g: _Graph, node: dict, target: str, entry: OpEntry, inplace: bool) -> 
     ge_type = entry.type
     scalar = [n for n in wanted if n in args and _tensor_names(args[n]) is None and _number(args[n]) is not None]
     if scalar and entry.scalar_type:
-        first = next((t[0] for n in wanted if (t := _tensor_names(args.get(n, {})))), None)
-        if not entry.scalar_dtypes or g.types.get(first, (0, None))[0] in entry.scalar_dtypes:
+        if not entry.scalar_dtypes or g.types.get(_first_tensor(args, wanted), (0, None))[0] in entry.scalar_dtypes:
             ge_type = entry.scalar_type
     b = OpBuilder(g.unique(ge_type), ge_type)
     b.op = pb.OpDef()
-    defaults = dict(entry.defaults)
-    for name in wanted:
-        arg = args.get(name)
-        if arg is None and name in defaults:
-            value = defaults[name]
-            arg = {"as_float": value} if isinstance(value, float) else {"as_int": value}
-        if arg is None or "as_none" in arg:
-            b.inputs.append(None)
-            continue
-        tensors = _tensor_names(arg)
-        if tensors is None:
-            number = _number(arg)
-            if number is None:
-                continue
-            if ge_type == entry.scalar_type and entry.scalar_attr:
-                _attr(b.op, entry.scalar_attr, arg)
-                continue
-            first = next((t[0] for n in wanted if (t := _tensor_names(args.get(n, {})))), None) if entry.promote else None
-            b.inputs.append(g.const(*number, like=g.types.get(first, (0, None))[0]))
-            continue
-        for t in tensors:
-            if t is None:
-                b.inputs.append(None)
-                continue
-            if t not in g.producer:
-                raise InputError(Problem(Loc(g.file), f"node '{node.get('name')}' ({target}): input '{t}' is produced by "
-                                                      "no node or placeholder", "the program is inconsistent"))
-            src = g.producer[t]
-            if ge_type == cfg.write_type and not b.inputs and t in g.root:
-                src = (g.data_of[g.root[t]], 0)          # copy_ into a graph input: the Assign itself
-            if name in entry.move:
-                mv = g.add(OpBuilder(g.unique("TensorMove"), "TensorMove", inputs=[src], n_out=1,
-                                     out_desc={0: g.types.get(t, (0, None))}))
-                src = (mv.name, 0)
-            b.inputs.append(src)
-    while b.inputs and b.inputs[-1] is None:
-        b.inputs.pop()
+    _inputs(g, b, node, target, entry, args, wanted)
     for name, arg in args.items():
         if name not in wanted:
             _attr(b.op, name, arg)
@@ -314,22 +286,68 @@ def _node(g: _Graph, node: dict, target: str, entry: OpEntry, inplace: bool) -> 
             g.producer[t] = (b.name, k)
             b.out_desc[k] = g.types.get(t, (0, None))
     g.add(b)
-    if ge_type == cfg.write_type:
-        first = (_tensor_names(args.get(wanted[0], {})) or [None])[0] if wanted else None
+    _writes(g, b, entry, args, wanted, outs, inplace)
+
+
+def _inputs(g: _Graph, b: OpBuilder, node: dict, target: str, entry: OpEntry, args: dict, wanted) -> None:
+    """The GE op's inputs from the ATen arguments `wanted`: tensors by producer (through a
+    TensorMove for `move`), numbers as Consts or the scalar attribute, absent ones unconnected."""
+    cfg, defaults = g.cfg, dict(entry.defaults)
+    for name in wanted:
+        arg = args.get(name)
+        if arg is None and name in defaults:
+            value = defaults[name]
+            arg = {"as_float": value} if isinstance(value, float) else {"as_int": value}
+        if arg is None or "as_none" in arg:
+            b.inputs.append(None)
+            continue
+        tensors = _tensor_names(arg)
+        if tensors is None:
+            number = _number(arg)
+            if number is not None and b.type == entry.scalar_type and entry.scalar_attr:
+                _attr(b.op, entry.scalar_attr, arg)
+            elif number is not None:
+                like = g.types.get(_first_tensor(args, wanted), (0, None))[0] if entry.promote else 0
+                b.inputs.append(g.const(*number, like=like))
+            continue
+        for t in tensors:
+            if t is None:
+                b.inputs.append(None)
+                continue
+            if t not in g.producer:
+                raise InputError(Problem(Loc(g.file), f"node '{node.get('name')}' ({target}): input '{t}' is produced by "
+                                                      "no node or placeholder", "the program is inconsistent"))
+            src = g.producer[t]
+            if b.type == cfg.write_type and not b.inputs and t in g.root:
+                src = (g.data_of[g.root[t]], 0)          # copy_ into a graph input: the Assign itself
+            if name in entry.move:
+                mv = g.add(OpBuilder(g.unique(cfg.move_type), cfg.move_type, inputs=[src], n_out=1,
+                                     out_desc={0: g.types.get(t, (0, None))}))
+                src = (mv.name, 0)
+            b.inputs.append(src)
+    while b.inputs and b.inputs[-1] is None:
+        b.inputs.pop()
+
+
+def _writes(g: _Graph, b: OpBuilder, entry: OpEntry, args: dict, wanted, outs: list, inplace: bool) -> None:
+    """What the op writes back (Note [torch mutations]): the Assign it is, its in-place
+    `self`, the entry's `writes`."""
+    cfg = g.cfg
+    if b.type == cfg.write_type:
+        first = _first(_tensor_names(args.get(wanted[0], {}))) if wanted else None
         if first is not None and first in g.root and len(b.inputs) > 1:
             g.writes.append(b.name)
             _rebind(g, first, b.inputs[1], assign=False)
         return
     if inplace:
-        self_t = (_tensor_names(args.get(cfg.inplace_arg, {})) or [None])[0]
+        self_t = _first(_tensor_names(args.get(cfg.inplace_arg, {})))
         if self_t is not None and outs and outs[0] is not None:
             if self_t in g.root:
                 g.root[outs[0]] = g.root[self_t]          # the op's result is the input itself
             _rebind(g, self_t, (b.name, 0))
-    flag = args.get(entry.when, {}).get("as_bool", False) if entry.when else True
-    if flag:
+    if not entry.when or args.get(entry.when, {}).get("as_bool", False):
         for name, idx in entry.writes:
-            t = (_tensor_names(args.get(name, {})) or [None])[0]
+            t = _first(_tensor_names(args.get(name, {})))
             if t is not None and idx < b.n_out:
                 _rebind(g, t, (b.name, idx))
 

@@ -249,3 +249,9 @@ def test_damaged_weights_never_crash(net):
             assert "lenet.caffemodel" in exc.render() or "lenet.prototxt" in exc.render()
             refused += 1
     assert 0 < refused < 120
+
+
+def test_weights_with_a_batch_refused(net, tmp_path, capsys):
+    code, _, err = run(["run", net[0], net[0], "--out-dir", tmp_path / "out", "--weights", net[1]], capsys)
+    assert code == 2 and "--weights: error: --weights belongs to one Caffe network, not to a batch of graphs" in err
+    assert not (tmp_path / "out").exists()

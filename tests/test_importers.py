@@ -228,7 +228,7 @@ def test_caffe_abs_as_ge_parses_it():
     assert [(n.name, n.type) for n in m.root.nodes()] == [("data", "Data"), ("abs", "Abs"), ("Node_Output", "NetOutput")]
     assert [(a.peer.node.name, a.peer.idx) for a in nodes(m)["Node_Output"].ins] == [("abs", 0)]
     assert list(nodes(m)["data"].outs[0].desc.shape.dim) == [64, 1, 28, 28]
-    assert ("import", "Caffe weights (.caffemodel blobs) are not read: layers get no weight Const inputs") in m.notes
+    assert ("import", "no Caffe weights given (--weights NET.caffemodel): layers get no weight Const inputs") in m.notes
 
 
 @needs_models
@@ -257,10 +257,26 @@ def test_caffe_in_place_and_unsupported(tmp_path, capsys):
 
 def test_rules_check_reads_the_import_tables(pack_copy, capsys):
     code, out, _ = run(["rules", "check", pack_copy], capsys)
-    assert code == 0 and "import tables tensorflow.yaml, onnx.yaml, caffe.yaml, ge-dump.yaml" in out
+    assert code == 0 and "import tables tensorflow.yaml, onnx.yaml, caffe.yaml, torch.yaml, ge-dump.yaml" in out
     edit(pack_copy / "import" / "onnx.yaml", "parent_index_attr:", "parent_index_atr:")
     edit(pack_copy / "import" / "ge-dump.yaml", "- nodes: OwnerGraphIsUnknown", "- node: OwnerGraphIsUnknown")
     code, _, err = run(["rules", "check", pack_copy], capsys)
     assert code == 2
     assert "onnx.yaml:" in err and "unknown key 'parent_index_atr'" in err
     assert "ge-dump.yaml:" in err and "a source names one of nodes, parent, root_graph" in err
+
+
+def test_import_readme_lists_every_mapped_op():
+    """rules/ge/import/README.md lists each table's op_map, in the table's order."""
+    import re
+    import yaml
+    folder = Path(__file__).resolve().parent.parent / "rules" / "ge" / "import"
+    text = (folder / "README.md").read_text()
+    for fmt, title in (("tensorflow", "TensorFlow"), ("onnx", "ONNX"), ("caffe", "Caffe"), ("torch", "torch.export")):
+        table = yaml.safe_load((folder / f"{fmt}.yaml").read_text())["op_map"]
+        section = text.split(f"### {title} (", 1)[1].split("\n### ", 1)[0]
+        assert section.startswith(f"{len(table)} "), fmt
+        listed = re.findall(r"`([^`]+)`(?:\s+→\s+(\w+))?", section.split("\n", 1)[1])
+        want = [(k, "" if (v if isinstance(v, str) else v["type"]) == k else (v if isinstance(v, str) else v["type"]))
+                for k, v in table.items()]
+        assert [(k, t) for k, t in listed] == want, fmt

@@ -72,7 +72,7 @@ def run_graph(args, progress, setup=None, pack=None, prepare=None):
             raise InputError(Problem(Loc("--passes"), "no pass ids given", "e.g. --passes mem_rw_conflict"))
     progress.stage(f"loading {display_path(args.graph)}")
     note_graph(args.graph)
-    model, file_options = load_graph(args.graph, pack, getattr(args, "from_format", None))
+    model, file_options = load_graph(args.graph, pack, getattr(args, "from_format", None), getattr(args, "weights", None))
     note_graph(args.graph, model)
     # Note [gc]: the model is long-lived; freezing it keeps the cyclic GC from
     # rescanning 10^5-10^6 objects on every collection (superlinear otherwise).

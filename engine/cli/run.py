@@ -14,13 +14,15 @@ RULES_HELP = ("rule pack folder (default: $MEMCONFLICT_RULES, else [tool.memconf
               "pyproject.toml/memconflict.toml, else the installed GE pack)")
 
 
-GRAPH_HELP = ("a model: GE dump (text, binary, ONNX form), TensorFlow GraphDef (.pb/.pbtxt), ONNX (.onnx), "
-              "or YAML graph; the format is read from the content")
+GRAPH_HELP = ("a model: GE dump (text, binary, ONNX form) or offline model (.om), TensorFlow GraphDef (.pb/.pbtxt), "
+              "ONNX (.onnx), Caffe (.prototxt), torch.export program (.pt2), or YAML graph; the format is read from the content")
 
 
 def add_from(p) -> None:
     p.add_argument("--from", dest="from_format", choices=FORMATS, metavar="FORMAT",
                    help="the model's format, when not the one detected: " + "|".join(FORMATS))
+    p.add_argument("--weights", metavar="NET.caffemodel",
+                   help="a Caffe network's weights: each blob becomes a Const input, as GE's parser adds them (ATC's --weight)")
 
 
 def add_commands(sub) -> None:
@@ -79,7 +81,8 @@ def add_commands(sub) -> None:
     add_from(e)
     e.set_defaults(func=cmd_explain)
 
-    c = sub.add_parser("convert", help="convert a model (GE dump, TensorFlow GraphDef, ONNX) to a GE dump (text/binary) or the YAML graph form")
+    c = sub.add_parser("convert", help="convert a model (GE dump or .om, TensorFlow GraphDef, ONNX, Caffe, torch.export .pt2) "
+                       "to a GE dump (text/binary) or the YAML graph form")
     c.add_argument("input")
     c.add_argument("output")
     c.add_argument("--rules", metavar="DIR", help=RULES_HELP)
@@ -98,6 +101,9 @@ def add_commands(sub) -> None:
 def cmd_run(args) -> int:
     if len(args.graphs) > 1 or args.out_dir is not None or args.jobs is not None or args.scheduler is not None \
             or Path(args.graphs[0]).is_dir():
+        if args.weights is not None:
+            raise InputError(Problem(Loc("--weights"), "--weights belongs to one Caffe network, not to a batch of graphs",
+                                     "run the network alone: memconflict run NET.prototxt --weights NET.caffemodel"))
         from engine.cli.batch import cmd_run_many
         return cmd_run_many(args)
     if args.html:
@@ -279,7 +285,7 @@ def cmd_convert(args) -> int:
     files.claim("OUT", args.output)
     pack = load_pack(pack_dir(args.rules))
     note_graph(args.input)
-    model, _ = load_graph(args.input, pack, args.from_format)
+    model, _ = load_graph(args.input, pack, args.from_format, args.weights)
     note_graph(args.input, model)
     dropped = []
     if Path(args.output).suffix.lower() in YAML_SUFFIXES:
@@ -306,7 +312,7 @@ def cmd_symbols(args) -> int:
 
     pack = load_pack(pack_dir(args.rules))
     from engine.pack.options import run_options
-    model, file_options = load_graph(args.graph, pack, args.from_format)
+    model, file_options = load_graph(args.graph, pack, args.from_format, args.weights)
     ctx = RunContext(pack, model, run_options(pack.options, {}, file_options))
     graph = model.graphs.get(args.graph_name) if args.graph_name else model.root
     if graph is None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from engine.core.errors import InputError, Loc, Problem
 
 YAML_SUFFIXES = {".yaml", ".yml"}
-GRAPH_SUFFIXES = (".txt", ".pbtxt", ".pb", ".yaml", ".yml", ".onnx", ".prototxt")   # what a folder is searched for
+GRAPH_SUFFIXES = (".txt", ".pbtxt", ".pb", ".yaml", ".yml", ".onnx", ".prototxt", ".om", ".pt2")   # what a folder is searched for
 
 
 def collect_graphs(paths: list[str], what: str = "--graphs") -> list[str]:
@@ -28,13 +28,14 @@ def collect_graphs(paths: list[str], what: str = "--graphs") -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def load_graph(path: str, pack=None, fmt: str | None = None):
+def load_graph(path: str, pack=None, fmt: str | None = None, weights: str | None = None):
     """A model file or a YAML graph; returns (model, options from the file). The import
-    notes (derived attributes, ...) are on `model.notes`."""
+    notes (derived attributes, ...) are on `model.notes`; `weights`: a Caffe network's
+    .caffemodel."""
     if fmt is None and Path(path).suffix.lower() in YAML_SUFFIXES:
         from engine.core.yamlgraph import load_yaml_graph
         return load_yaml_graph(path, pack)
     from engine.core.importers import load_model_file
-    model, notes = load_model_file(path, pack, fmt)
+    model, notes = load_model_file(path, pack, fmt, weights)
     model.notes = notes
     return model, {}

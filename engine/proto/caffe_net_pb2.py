@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x65ngine/proto/caffe_net.proto\x12\x11memconflict.caffe\"\x1c\n\tBlobShape\x12\x0f\n\x03\x64im\x18\x01 \x03(\x03\x42\x02\x10\x01\"\x94\x01\n\tBlobProto\x12+\n\x05shape\x18\x07 \x01(\x0b\x32\x1c.memconflict.caffe.BlobShape\x12\x10\n\x04\x64\x61ta\x18\x05 \x03(\x02\x42\x02\x10\x01\x12\x0e\n\x03num\x18\x01 \x01(\x05:\x01\x30\x12\x13\n\x08\x63hannels\x18\x02 \x01(\x05:\x01\x30\x12\x11\n\x06height\x18\x03 \x01(\x05:\x01\x30\x12\x10\n\x05width\x18\x04 \x01(\x05:\x01\x30\"=\n\x0eInputParameter\x12+\n\x05shape\x18\x01 \x03(\x0b\x32\x1c.memconflict.caffe.BlobShape\"\xaf\x01\n\x0eLayerParameter\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x0e\n\x06\x62ottom\x18\x03 \x03(\t\x12\x0b\n\x03top\x18\x04 \x03(\t\x12+\n\x05\x62lobs\x18\x07 \x03(\x0b\x32\x1c.memconflict.caffe.BlobProto\x12\x37\n\x0binput_param\x18\x8f\x01 \x01(\x0b\x32!.memconflict.caffe.InputParameter\"K\n\x10V1LayerParameter\x12\x0e\n\x06\x62ottom\x18\x02 \x03(\t\x12\x0b\n\x03top\x18\x03 \x03(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x0c\n\x04type\x18\x05 \x01(\x05\"\xd8\x01\n\x0cNetParameter\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05input\x18\x03 \x03(\t\x12\x31\n\x0binput_shape\x18\x08 \x03(\x0b\x32\x1c.memconflict.caffe.BlobShape\x12\x11\n\tinput_dim\x18\x04 \x03(\x05\x12\x30\n\x05layer\x18\x64 \x03(\x0b\x32!.memconflict.caffe.LayerParameter\x12\x33\n\x06layers\x18\x02 \x03(\x0b\x32#.memconflict.caffe.V1LayerParameter')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x65ngine/proto/caffe_net.proto\x12\x11memconflict.caffe\"\x1c\n\tBlobShape\x12\x0f\n\x03\x64im\x18\x01 \x03(\x03\x42\x02\x10\x01\"\x9c\x02\n\tBlobProto\x12+\n\x05shape\x18\x07 \x01(\x0b\x32\x1c.memconflict.caffe.BlobShape\x12\x10\n\x04\x64\x61ta\x18\x05 \x03(\x02\x42\x02\x10\x01\x12\x10\n\x04\x64iff\x18\x06 \x03(\x02\x42\x02\x10\x01\x12\x17\n\x0b\x64ouble_data\x18\x08 \x03(\x01\x42\x02\x10\x01\x12\x17\n\x0b\x64ouble_diff\x18\t \x03(\x01\x42\x02\x10\x01\x12\x11\n\tint8_data\x18\n \x01(\x0c\x12\x16\n\nint32_data\x18\x0b \x03(\x05\x42\x02\x10\x01\x12\x17\n\x0buint64_data\x18\x0c \x03(\x04\x42\x02\x10\x01\x12\x0e\n\x03num\x18\x01 \x01(\x05:\x01\x30\x12\x13\n\x08\x63hannels\x18\x02 \x01(\x05:\x01\x30\x12\x11\n\x06height\x18\x03 \x01(\x05:\x01\x30\x12\x10\n\x05width\x18\x04 \x01(\x05:\x01\x30\"=\n\x0eInputParameter\x12+\n\x05shape\x18\x01 \x03(\x0b\x32\x1c.memconflict.caffe.BlobShape\"/\n\x14\x43onvolutionParameter\x12\x17\n\tbias_term\x18\x02 \x01(\x08:\x04true\"0\n\x15InnerProductParameter\x12\x17\n\tbias_term\x18\x02 \x01(\x08:\x04true\"f\n\x10ReshapeParameter\x12+\n\x05shape\x18\x01 \x01(\x0b\x32\x1c.memconflict.caffe.BlobShape\x12\x0f\n\x04\x61xis\x18\x02 \x01(\x05:\x01\x30\x12\x14\n\x08num_axes\x18\x03 \x01(\x05:\x02-1\"\xf7\x02\n\x0eLayerParameter\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x0e\n\x06\x62ottom\x18\x03 \x03(\t\x12\x0b\n\x03top\x18\x04 \x03(\t\x12+\n\x05\x62lobs\x18\x07 \x03(\x0b\x32\x1c.memconflict.caffe.BlobProto\x12\x42\n\x11\x63onvolution_param\x18j \x01(\x0b\x32\'.memconflict.caffe.ConvolutionParameter\x12\x45\n\x13inner_product_param\x18u \x01(\x0b\x32(.memconflict.caffe.InnerProductParameter\x12;\n\rreshape_param\x18\x85\x01 \x01(\x0b\x32#.memconflict.caffe.ReshapeParameter\x12\x37\n\x0binput_param\x18\x8f\x01 \x01(\x0b\x32!.memconflict.caffe.InputParameter\"K\n\x10V1LayerParameter\x12\x0e\n\x06\x62ottom\x18\x02 \x03(\t\x12\x0b\n\x03top\x18\x03 \x03(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x0c\n\x04type\x18\x05 \x01(\x05\"\xd8\x01\n\x0cNetParameter\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05input\x18\x03 \x03(\t\x12\x31\n\x0binput_shape\x18\x08 \x03(\x0b\x32\x1c.memconflict.caffe.BlobShape\x12\x11\n\tinput_dim\x18\x04 \x03(\x05\x12\x30\n\x05layer\x18\x64 \x03(\x0b\x32!.memconflict.caffe.LayerParameter\x12\x33\n\x06layers\x18\x02 \x03(\x0b\x32#.memconflict.caffe.V1LayerParameter')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,16 +35,32 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_BLOBSHAPE'].fields_by_name['dim']._serialized_options = b'\020\001'
   _globals['_BLOBPROTO'].fields_by_name['data']._loaded_options = None
   _globals['_BLOBPROTO'].fields_by_name['data']._serialized_options = b'\020\001'
+  _globals['_BLOBPROTO'].fields_by_name['diff']._loaded_options = None
+  _globals['_BLOBPROTO'].fields_by_name['diff']._serialized_options = b'\020\001'
+  _globals['_BLOBPROTO'].fields_by_name['double_data']._loaded_options = None
+  _globals['_BLOBPROTO'].fields_by_name['double_data']._serialized_options = b'\020\001'
+  _globals['_BLOBPROTO'].fields_by_name['double_diff']._loaded_options = None
+  _globals['_BLOBPROTO'].fields_by_name['double_diff']._serialized_options = b'\020\001'
+  _globals['_BLOBPROTO'].fields_by_name['int32_data']._loaded_options = None
+  _globals['_BLOBPROTO'].fields_by_name['int32_data']._serialized_options = b'\020\001'
+  _globals['_BLOBPROTO'].fields_by_name['uint64_data']._loaded_options = None
+  _globals['_BLOBPROTO'].fields_by_name['uint64_data']._serialized_options = b'\020\001'
   _globals['_BLOBSHAPE']._serialized_start=51
   _globals['_BLOBSHAPE']._serialized_end=79
   _globals['_BLOBPROTO']._serialized_start=82
-  _globals['_BLOBPROTO']._serialized_end=230
-  _globals['_INPUTPARAMETER']._serialized_start=232
-  _globals['_INPUTPARAMETER']._serialized_end=293
-  _globals['_LAYERPARAMETER']._serialized_start=296
-  _globals['_LAYERPARAMETER']._serialized_end=471
-  _globals['_V1LAYERPARAMETER']._serialized_start=473
-  _globals['_V1LAYERPARAMETER']._serialized_end=548
-  _globals['_NETPARAMETER']._serialized_start=551
-  _globals['_NETPARAMETER']._serialized_end=767
+  _globals['_BLOBPROTO']._serialized_end=366
+  _globals['_INPUTPARAMETER']._serialized_start=368
+  _globals['_INPUTPARAMETER']._serialized_end=429
+  _globals['_CONVOLUTIONPARAMETER']._serialized_start=431
+  _globals['_CONVOLUTIONPARAMETER']._serialized_end=478
+  _globals['_INNERPRODUCTPARAMETER']._serialized_start=480
+  _globals['_INNERPRODUCTPARAMETER']._serialized_end=528
+  _globals['_RESHAPEPARAMETER']._serialized_start=530
+  _globals['_RESHAPEPARAMETER']._serialized_end=632
+  _globals['_LAYERPARAMETER']._serialized_start=635
+  _globals['_LAYERPARAMETER']._serialized_end=1010
+  _globals['_V1LAYERPARAMETER']._serialized_start=1012
+  _globals['_V1LAYERPARAMETER']._serialized_end=1087
+  _globals['_NETPARAMETER']._serialized_start=1090
+  _globals['_NETPARAMETER']._serialized_end=1306
 # @@protoc_insertion_point(module_scope)

@@ -1,5 +1,6 @@
 """Reading a model of any format GE reads into GE's IR (a `Model`): GE dumps (text,
-binary, ONNX form), TensorFlow GraphDefs, ONNX models; the format from the content
+binary, ONNX form, the ModelDef in an offline model .om), TensorFlow GraphDefs, ONNX
+models, Caffe networks, torch.export programs (.pt2); the format from the content
 (engine/core/importers/detect.py) unless `--from` names it."""
 from __future__ import annotations
 
@@ -25,21 +26,22 @@ def pack_folder(pack) -> Path:
     return Path(path) if path else default_pack_dir()
 
 
-def load_model_file(path: str | Path, pack=None, fmt: str | None = None):
+def load_model_file(path: str | Path, pack=None, fmt: str | None = None, weights: str | Path | None = None):
     """(Model, notes) of any supported model file; notes are (kind, text) pairs that the
-    report shows (derived attributes, port names from the pack, ops without IR)."""
+    report shows (derived attributes, port names from the pack, ops without IR).
+    `weights`: a Caffe network's .caffemodel."""
     # Note [gc] (engine/core/dumpio.py): an import allocates a few objects per node and
     # frees none; the cyclic collector's full passes over them would be superlinear
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _load(path, pack, fmt)
+        return _load(path, pack, fmt, weights)
     finally:
         if enabled:
             gc.enable()
 
 
-def _load(path, pack, fmt):
+def _load(path, pack, fmt, weights=None):
     file = display_path(path)
     data = read_bytes(path)
     if fmt is not None and fmt not in FORMATS:
@@ -47,8 +49,8 @@ def _load(path, pack, fmt):
     found, text, why = detect(data)
     if fmt is None:
         if found is None:
-            hint = ("memconflict reads GE dumps, TensorFlow GraphDefs (.pb/.pbtxt) and ONNX models; "
-                    "name the format with --from ge|tensorflow|onnx|caffe")
+            hint = ("memconflict reads GE dumps and offline models (.om), TensorFlow GraphDefs (.pb/.pbtxt), "
+                    "ONNX models, Caffe networks and torch.export programs (.pt2); name the format with --from " + "|".join(FORMATS))
             if not text:     # read as the default binary format, where the first broken byte is known
                 from engine.core.dumpio import parse_binary
                 try:
@@ -58,13 +60,20 @@ def _load(path, pack, fmt):
                         why = f"{why}; read as a GE dump: {exc.problems[0].message}"
             raise InputError(Problem(Loc(file), f"cannot tell the model format ({why})", hint))
         fmt = found
+    if weights is not None and fmt != "caffe":
+        raise InputError(Problem(Loc("--weights"), f"--weights is for Caffe networks; {file} is read as {fmt}",
+                                 "drop --weights, or name the .prototxt it belongs to"))
     notes: list[tuple[str, str]] = []
     stem = Path(path).stem
     if fmt == "ge" and found == "onnx" and text:
         fmt = "onnx"        # a GE ONNX-form dump: read by the ONNX reader, which knows GE's form
-    if fmt == "ge":
+    if fmt in ("ge", "om"):
         from engine.core.dumpio import build_model, parse_binary, parse_text
-        proto = parse_text(data, file) if text else parse_binary(data, file)
+        if fmt == "om":
+            from engine.core.importers.om import read_om
+            proto = read_om(data, file, notes)
+        else:
+            proto = parse_text(data, file) if text else parse_binary(data, file)
         model = build_model(proto, file)
         from engine.core.importers.derive import derive_attrs, fill_port_names
         derive_attrs(model, pack_folder(pack), notes)
@@ -76,9 +85,13 @@ def _load(path, pack, fmt):
     if fmt == "tensorflow":
         from engine.core.importers.tensorflow import import_graphdef, parse_graphdef
         proto = import_graphdef(parse_graphdef(data, file, text), file, stem, tables, pack, notes)
+    elif fmt == "torch":
+        from engine.core.importers.torch import import_torch
+        proto = import_torch(data, file, stem, tables, pack, notes)
     elif fmt == "caffe":
         from engine.core.importers.caffe import import_caffe
-        proto = import_caffe(data, text, file, stem, tables, pack, notes)
+        wdata = (read_bytes(weights), display_path(weights)) if weights is not None else None
+        proto = import_caffe(data, text, file, stem, tables, pack, notes, wdata)
     else:
         from engine.core.importers.onnx import import_onnx
         proto, ge_dump = import_onnx(data, text, file, stem, tables, pack, notes)
@@ -97,7 +110,7 @@ def check_tables(pack_dir: Path) -> list[str]:
     from engine.core.errors import Collector
     from engine.core.importers.tables import find_table, load_tables
     readers = {"tensorflow": "engine.core.importers.tensorflow:TfConfig", "onnx": "engine.core.importers.onnx:OnnxConfig",
-               "caffe": "engine.core.importers.caffe:read_config"}
+               "caffe": "engine.core.importers.caffe:read_config", "torch": "engine.core.importers.torch:TorchConfig"}
     problems = Collector()
     read = []
     import importlib

@@ -7,7 +7,8 @@ a GE ONNX-form dump or a Caffe prototxt: the suffix decides nothing. Binary: the
 top-level protobuf fields of the first few records — ONNX's ModelProto opens with
 `ir_version` (field 1, a varint) and has `opset_import` (8); GE's ModelDef has its
 graphs in field 7; a GraphDef holds only nodes (1), library (2), version (3) and
-versions (4). Text: the top-level keys — `ir_version`/`opset_import`/`producer_name`
+versions (4). GE's offline model (.om) opens with its magic number (engine/core/
+importers/om.py), a .pt2 with a zip's local-file signature. Text: the top-level keys — `ir_version`/`opset_import`/`producer_name`
 (ONNX), `node` (TF), `layer`/`layers`/`input_dim` (Caffe), else GE.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ import re
 
 from engine.core.wire import read_varint
 
-FORMATS = ("ge", "tensorflow", "onnx", "caffe")
+FORMATS = ("ge", "tensorflow", "onnx", "caffe", "om", "torch")
 _TOP_KEY = re.compile(rb"^([A-Za-z_][A-Za-z0-9_]*)\s*[:{]", re.M)
 _ONNX_KEYS = {b"ir_version", b"opset_import", b"producer_name", b"producer_version", b"model_version"}
 _TF_KEYS = {b"node", b"versions", b"library"}
@@ -74,6 +75,11 @@ def top_fields(data: bytes, limit: int = 64) -> list[tuple[int, int]] | None:
 
 def detect(data: bytes) -> tuple[str | None, bool, str]:
     """(format or None, is text, why) for a model file's bytes."""
+    from engine.core.importers.om import is_om
+    if is_om(data):
+        return "om", False, "GE's offline-model magic (IMOD)"
+    if data[:4] == b"PK\x03\x04":
+        return "torch", False, "a zip archive (a torch.export .pt2)"
     if is_text(data):
         keys = {m.group(1) for m in _TOP_KEY.finditer(data[:1 << 20])}
         if keys & _ONNX_KEYS:

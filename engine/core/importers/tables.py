@@ -160,6 +160,21 @@ def ir_with_pack(tables: Tables, pack) -> dict[str, IrOp]:
     return ops
 
 
+def note_ports(unknown: dict[str, int], types: set[str], ir: dict[str, IrOp], pack, notes: list | None) -> None:
+    """The import notes on port names: op types without any IR (`unknown`: type → count)
+    and the `types` whose ports came from the pack's op signatures."""
+    if notes is None:
+        return
+    if unknown:
+        listed = ", ".join(f"{t} ({n})" for t, n in sorted(unknown.items()))
+        notes.append(("import", f"no GE IR known for {len(unknown)} op type(s), ports left unnamed "
+                                f"(no reference semantics): {listed}"))
+    if pack is not None:
+        from_pack = sorted(t for t in types if t in ir and ir[t].source == "pack")
+        if from_pack:
+            notes.append(("import", "port names from the pack's op signatures (not in import/ir.yaml): " + ", ".join(from_pack)))
+
+
 def names(value, what: str, errors: Collector, fallback: Loc) -> list[str]:
     return [str(x) for x in str_list(value, what, errors, fallback)] if value is not None else []
 

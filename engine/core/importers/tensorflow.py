@@ -15,7 +15,7 @@ import struct
 
 from engine.core.errors import Collector, Loc
 from engine.core.importers.build import OpBuilder, model_def, parse_proto, to_opdefs
-from engine.core.importers.tables import IrOp, Tables, ir_with_pack, names
+from engine.core.importers.tables import IrOp, Tables, ir_with_pack, names, note_ports
 from engine.core.schema import Reader
 from engine.proto import ge_ir_pb2 as pb
 from engine.proto import tf_graph_pb2 as tf
@@ -268,14 +268,7 @@ def import_graphdef(gd: tf.GraphDef, file: str, name: str, tables: Tables, pack=
             errors.error(loc, f"IR for op[{first}] optype[{t}] is not registered (E10501)",
                          f"GE builds {t} from its op IR; add it to {tables.file.rsplit('/', 1)[0]}/ir.yaml or the pack's ops:")
         errors.check()
-    if unknown and notes is not None:
-        listed = ", ".join(f"{t} ({n})" for t, n in sorted(unknown.items()))
-        notes.append(("import", f"no GE IR known for {len(unknown)} op type(s), ports left unnamed "
-                                f"(no reference semantics): {listed}"))
-    if pack is not None and notes is not None:
-        from_pack = sorted({b.type for b in builders if b.type in ir and ir[b.type].source == "pack"})
-        if from_pack:
-            notes.append(("import", "port names from the pack's op signatures (not in import/ir.yaml): " + ", ".join(from_pack)))
+    note_ports(unknown, {b.type for b in builders}, ir, pack, notes)
     _remove_isolated(builders, by_name, cfg)
     _add_netoutput(builders, by_name, cfg)
     return model_def(name, [(name, to_opdefs(builders, cfg.layout))])

@@ -242,3 +242,14 @@ def test_list_and_default_arguments(name):
     assert e["GatherV2"][2][:2] == ["p_emb_weight:0", "idx:0"]
     assert e["NetOutput"][2] == ["LayerNormV4:0", "SplitV:1"]
     assert n["LayerNormV4"].ports()[0] == {"x": 0, "normalized_shape": 1, "gamma": 2, "beta": 3}
+
+
+def test_schema_breach_names_the_node(tmp_path, capsys):
+    def broken(text):
+        prog = json.loads(text)
+        prog["graph_module"]["graph"]["nodes"][1]["inputs"] = 5
+        return json.dumps(prog)
+    f = _rezip(tmp_path, "s.pt2", lambda root: f"{root}/models/model.json", broken)
+    code, _, err = run(["convert", f, tmp_path / "o.pbtxt"], capsys)
+    assert code == 2 and ("s.pt2:buffer_add/models/model.json: error: node 1 ('mul', torch.ops.aten.mul.Tensor): the "
+                          "program does not follow torch.export's schema (TypeError: ") in err

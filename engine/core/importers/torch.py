@@ -370,9 +370,18 @@ def import_torch(data: bytes, file: str, name: str, tables: Tables, pack=None, n
     prog, where = read_program(data, file)
     try:
         return _import(prog, cfg, ir_with_pack(tables, pack), pack, where, name, notes)
-    except (KeyError, TypeError, AttributeError, IndexError, ValueError, struct.error) as exc:
-        raise InputError(Problem(Loc(where), f"the program does not follow torch.export's schema ({type(exc).__name__}: "
-                                             f"{exc})", "save the program with torch.export.save")) from None
+    except _SCHEMA_ERRORS as exc:
+        raise _schema_error(where, "", exc) from None
+
+
+# what reading a program that breaks torch.export's schema raises (a key missing, a value of
+# another type, a number out of range)
+_SCHEMA_ERRORS = (KeyError, TypeError, AttributeError, IndexError, ValueError, struct.error)
+
+
+def _schema_error(where: str, what: str, exc: Exception) -> InputError:
+    return InputError(Problem(Loc(where), f"{what}the program does not follow torch.export's schema "
+                                          f"({type(exc).__name__}: {exc})", "save the program with torch.export.save"))
 
 
 def _import(prog: dict, cfg: TorchConfig, ir: dict, pack, file: str, name: str, notes):
@@ -413,8 +422,11 @@ def _import(prog: dict, cfg: TorchConfig, ir: dict, pack, file: str, name: str, 
         listed = ", ".join(f"{t} ({n})" for t, n in sorted(missing.items()))
         raise InputError(Problem(Loc(file), f"{len(missing)} ATen op(s) have no GE mapping: {listed}",
                                  "map them in the pack's import/torch.yaml op_map (as torchair's converters do)"))
-    for node, target, entry, inplace in resolved:
-        _node(g, node, target, entry, inplace)
+    for k, (node, target, entry, inplace) in enumerate(resolved):
+        try:
+            _node(g, node, target, entry, inplace)
+        except _SCHEMA_ERRORS as exc:
+            raise _schema_error(file, f"node {k} ('{node.get('name')}', {target}): ", exc) from None
     net = OpBuilder(cfg.net_name if cfg.net_name not in g.used else g.unique(cfg.net_name), cfg.net_type)
     for spec in sig.get("output_specs", []):
         (kind, body), = spec.items()

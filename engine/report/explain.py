@@ -335,6 +335,13 @@ def explain(record: dict, evidence: Evidence | None = None, reason: dict | None 
     return _why(x) + steps
 
 
+def rejected_steps(alternatives) -> list[dict]:
+    """One step per alternative GE had at the insertion's choice point and rejected
+    (engine/passes/alternatives.py), cited by its pack entry, GE's source as a fact."""
+    return [step(f"not chosen: {a.does}", a.cite.rule_id, str(a.loc), [["rejected", a.rejected], ["GE source", a.ge]])
+            for a in alternatives]
+
+
 # ---- rule text ------------------------------------------------------------------------
 class RuleTexts:
     """The source text of a cited pack item: exactly the item (a list item with its

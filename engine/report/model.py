@@ -17,7 +17,7 @@ from collections import Counter
 from engine import __version__
 from engine.core.errors import Cite, display_path
 from engine.passes.context import RunContext, reason_cites
-from engine.report.explain import Evidence, RuleTexts, explain, show, step
+from engine.report.explain import Evidence, RuleTexts, explain, rejected_steps, show, step
 from engine.report.neighbourhood import capture, record_only, undo
 
 REPORT_SCHEMA = 2
@@ -49,7 +49,7 @@ def _insertion(ctx: RunContext, ins, evidence: Evidence, removed: dict, seen: di
     node = g.find(ins.name) if g is not None else None
     rec["path"] = graph_path(ctx.model, ins.graph)
     rec["attr_values"] = {k: show(_attr(node, k)) for k in ins.attrs} if node is not None else {}
-    rec["explanation"] = explain(rec, evidence, ins.reason)
+    rec["explanation"] = explain(rec, evidence, ins.reason) + rejected_steps(ins.alternatives)
     gone = removed.get((ins.graph, ins.name))
     if gone is not None and node is None:
         rec["removed_by"] = {"pass": gone.pass_id, "rule": gone.rule}
@@ -108,7 +108,8 @@ def _rule_table(ctx: RunContext, insertions: list, diagnostics: list) -> dict:
     `cell_loc` fact) are one entry, named by the id."""
     texts = RuleTexts(ctx.pack.path)
     cites: dict[str, Cite] = {}
-    every = [c for i in insertions for c in (i.cite, *reason_cites(i.reason)) if c is not None]
+    every = [c for i in insertions for c in (i.cite, *reason_cites(i.reason), *(a.cite for a in i.alternatives))
+             if c is not None]
     every += [c for d in diagnostics for c in d.cites]
     for c in every:
         key = str(c.loc)

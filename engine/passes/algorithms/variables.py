@@ -79,7 +79,12 @@ def session_of(ctx, cfg: VarPassConfig):
 def run(ctx, graph: Graph, cfg: VarPassConfig, spec) -> None:
     from engine.varmgr.passes import run_variable_pass
 
-    for ch in run_variable_pass(spec.config or spec.id, session_of(ctx, cfg), ctx.model, graph):
+    probe = ctx.probe
+    kept: list | None = [] if probe is not None and not probe.near else None
+    changes = run_variable_pass(spec.config or spec.id, session_of(ctx, cfg), ctx.model, graph, kept)
+    if kept:
+        _why_not(ctx, graph, cfg, spec, kept)
+    for ch in changes:
         reason = dict(ch.detail)
         if ch.kind == "inserted":
             node = next((g.find(ch.node) for g in ctx.model.graph_order if g.find(ch.node) is not None), None)
@@ -97,6 +102,23 @@ def run(ctx, graph: Graph, cfg: VarPassConfig, spec) -> None:
                 f": control edges to {', '.join(cut)} (already after {reason['writer']})" if cut else "")
             ctx.diagnostics.append(Diagnostic("VAR_" + ch.kind.upper(), "info", message, spec.id,
                                               {"node": ch.node, "graph": ch.graph, "rule": ch.rule, **reason}))
+
+
+def _why_not(ctx, graph: Graph, cfg: VarPassConfig, spec, kept: list) -> None:
+    """The places the variable pass left unchanged, for the nodes the probe asks about
+    (a graph-wide decision answers for every asked node of the graph)."""
+    from engine.passes.probe import NO_CONFLICT, Step
+
+    probe = ctx.probe
+    asked = sorted({n for n in (*probe.nodes, *(a.node for a in probe.anchors)) if n.graph is graph},
+                   key=lambda n: n.name)
+    for k in kept:
+        for node in ([k.node] if k.node is not None else asked):
+            if k.node is not None and not probe.wants_node(node):
+                continue
+            step = Step(k.test, k.result, cfg.cite(k.rule), k.facts)
+            probe.look(spec.id, graph, node.name if k.node is not None else f"{node.name} (the whole graph)",
+                       NO_CONFLICT, "unchanged", [step], 0)
 
 
 register(Algorithm(ALGORITHM, "var_policy", load, run,

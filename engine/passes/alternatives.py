@@ -110,7 +110,8 @@ def check_choices(pack: Pack, choice_points: set[str], errors: Collector) -> Non
         if choice not in known:
             loc = getattr(raw, "key_locs", {}).get(choice, Loc(str(pack.path)))
             errors.error(loc, f"{SECTION}: no choice point '{choice}'",
-                         did_you_mean(choice, sorted(known), "rule ids and choice points"))
+                         did_you_mean(choice, sorted(known), "rule ids and choice points")
+                         + f" (a rule removed or renamed takes its entry along: `- remove: {SECTION}[{choice}]`)")
 
 
 def rejected(pack: Pack, choice: str, isolated: str, op_type: str) -> tuple[Alternative, ...]:

@@ -342,6 +342,11 @@ def rejected_steps(alternatives) -> list[dict]:
             for a in alternatives]
 
 
+def is_rejected_step(record: dict, s: dict) -> bool:
+    """Is step `s` of an insertion record one of its rejected alternatives (not its decision path)?"""
+    return any(s["rule"] == a["rule"] and s["loc"] == a["rule_loc"] for a in record.get("alternatives", ()))
+
+
 # ---- rule text ------------------------------------------------------------------------
 class RuleTexts:
     """The source text of a cited pack item: exactly the item (a list item with its

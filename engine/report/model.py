@@ -49,12 +49,13 @@ def _insertion(ctx: RunContext, ins, evidence: Evidence, removed: dict, seen: di
     node = g.find(ins.name) if g is not None else None
     rec["path"] = graph_path(ctx.model, ins.graph)
     rec["attr_values"] = {k: show(_attr(node, k)) for k in ins.attrs} if node is not None else {}
-    rec["explanation"] = explain(rec, evidence, ins.reason) + rejected_steps(ins.alternatives)
+    rec["explanation"] = explain(rec, evidence, ins.reason)
     gone = removed.get((ins.graph, ins.name))
     if gone is not None and node is None:
         rec["removed_by"] = {"pass": gone.pass_id, "rule": gone.rule}
         rec["explanation"].append(step(f"a later pass, {gone.pass_id}, removed it again (rule {gone.rule})",
                                        gone.rule))
+    rec["explanation"] += rejected_steps(ins.alternatives)     # after the decision path
     rec["fate"] = "transient" if "removed_by" in rec else "kept"
     rec["neighbourhood"] = capture(node) if node is not None else \
         record_only(ins.producer, list(ins.consumers), ins.name, ins.type, g)

@@ -208,14 +208,11 @@ class AtomicPass:
         return True
 
     # ---- why not (only with a probe) -------------------------------------------------------
-    def _why_not(self, separately: bool, atomic: set) -> None:
+    def _why_not(self, asked: dict, atomic: set) -> None:
         """For each node the probe asks about: IsNeedCleanNode's tests in GE's order, the one
-        that decided, then the graph-wide gate (unknown graph) and the HCCL skip."""
+        that decided, then the graph-wide gate (unknown graph) and the HCCL and loop skips."""
         probe = self.ctx.probe
-        for node in self.graph.node_list():
-            if not probe.wants_node(node):
-                continue
-            steps, decisive = self._need_clean_steps(node, separately)
+        for node, (steps, decisive) in asked.items():
             if node not in atomic:
                 probe.look(self.spec.id, self.graph, node.name, NO_CONFLICT, "not-atomic", steps, decisive)
                 continue
@@ -223,6 +220,11 @@ class AtomicPass:
                 steps.append(Step(f"unknown_graph: graph {self.graph.name} has unknown shape", "holds",
                                   self._cite("", "unknown_graph")))
                 probe.look(self.spec.id, self.graph, node.name, NO_CONFLICT, "gate", steps, -1, close=True)
+            elif self.state.loop and self.skip_in_loop(node):      # loop_graph asked the same: no new HCCL node
+                steps.append(Step(f"in a loop graph: only atomic outputs ({self.cfg.atomic_output_attr}), each "
+                                  "feeding an HCCL atomic node (CheckSkipInsertInLoopGraph)", "holds",
+                                  self._cite("", "output_only")))
+                probe.look(self.spec.id, self.graph, node.name, NO_CONFLICT, "loop-skip", steps, -1)
             elif self.all_connect_hccl(node):
                 steps.append(Step("every output feeds an HCCL atomic node (IsAllConnectHcclNode)", "holds"))
                 probe.look(self.spec.id, self.graph, node.name, NO_CONFLICT, "hccl-consumers", steps, -1)
@@ -281,20 +283,23 @@ class AtomicPass:
     # ---- the pass ---------------------------------------------------------------------
     def run(self) -> None:
         separately = self.pred("clean_separately")
+        probe = self.ctx.probe
+        # the tests as the pass meets them, before it edits the graph (pure predicates only)
+        asked = {n: self._need_clean_steps(n, separately) for n in self.graph.node_list()
+                 if probe is not None and not probe.near and probe.wants_node(n)}
         atomic = []
         for node in self.graph.node_list():
             if self.need_clean(node, separately):
                 atomic.append(node)
             if not self.state.loop and self.pred("loop_node", node):
                 self.state.loop = True
-        if self.ctx.probe is not None and not self.ctx.probe.near:
-            self._why_not(separately, set(atomic))
-        if not atomic or self.pred("unknown_graph"):
-            return
-        if self.state.loop:
-            self.loop_graph(atomic)
-        else:
-            self.normal_graph(atomic)
+        if atomic and not self.pred("unknown_graph"):
+            if self.state.loop:
+                self.loop_graph(atomic)
+            else:
+                self.normal_graph(atomic)
+        if asked:                  # classified after the run: its HCCL and loop state is final
+            self._why_not(asked, set(atomic))
 
     def loop_graph(self, atomic: list[Node]) -> None:
         index = 0

@@ -101,6 +101,9 @@ CHOICES = {
     "atomic/shared": ("atomic/AT-03.yaml", "atomic_memset1", ["clean-per-node", "atomic-addr-clean"]),
     "atomic/dispersed": ("atomic/own-dispersed.yaml", "atomic_memset1_0", ["shared-clean"]),
     "atomic/loop": ("atomic/own-loop-graph.yaml", "atomic_memset10", ["shared-clean"]),
+    "addr-async/netoutput-const": ("memcpy/own-const-output.yaml", None, ["identity-copy"]),
+    "addr-async/netoutput-data": ("memcpy/own-offline-data-output.yaml", None, ["identity-copy"]),
+    "addr-async/hccl-refdata": ("memcpy/own-hccl-refdata.yaml", None, ["no-copy"]),
 }
 
 # a While body whose two Data swap places at the output: CtrlNodeConflict's exchange copy
@@ -146,7 +149,11 @@ def fixture_passes(path: Path) -> list[str]:
     return yaml.safe_load(path.read_text())["expect"]["passes"]
 
 
-def card(report: dict, name: str) -> dict:
+def card(report: dict, name: str | None, rule: str = "") -> dict:
+    """The insertion called `name` (None: the one made by rule id `rule`)."""
+    if name is None:
+        (c,) = [i for i in report["insertions"] if i["rule"] == rule]
+        return c
     return next(i for i in report["insertions"] if i["name"] == name)
 
 
@@ -171,7 +178,7 @@ def test_card_lists_the_alternatives_of_its_choice_point(choice, tmp_path, capsy
     fixture, node, expected = CHOICES[choice]
     path = CASES / fixture
     report = run_report(capsys, tmp_path, path, fixture_passes(path))
-    c = card(report, node)
+    c = card(report, node, choice)
     texts = {a["name"]: a for a in declared()[choice]}
     assert [a["id"] for a in c["alternatives"]] == expected
     for a in c["alternatives"]:
@@ -194,6 +201,28 @@ def test_ctrl_loop_exchange(tmp_path, capsys):
     report = run_report(capsys, tmp_path, g, ["mem_layout_conflict"])
     (c,) = [i for i in report["insertions"] if i["rule"] == "layout/ctrl-loop-exchange"]
     assert [a["id"] for a in c["alternatives"]] == ["identity-per-input"]
+
+
+def test_inplace_on_input_i_or_j(tmp_path, capsys):
+    """ProcessInplace: output 0 may reuse input 0, 1 or 2; input 0 is fed by a Data (read-only), input 1
+    is taken, input 2 would pass too but comes later in _output_inplace_ability."""
+    g = tmp_path / "g.yaml"
+    g.write_text("graphs:\n  root:\n    nodes:\n      data: Data\n      r1: Relu\n      r2: Relu\n"
+                 "      foo: {type: Foo, inputs: 3, outputs: 1, attrs: {_output_inplace_ability: [[0, 0], [0, 1], [0, 2]]}}\n"
+                 "      out: NetOutput\n"
+                 "    edges: [data -> r1, data -> r2, data -> foo:0, r1 -> foo:1, r2 -> foo:2, foo -> out]\n")
+    report = run_report(capsys, tmp_path, g, ["mem_inplace"])
+    (d,) = [d for d in report["diagnostics"] if d["code"] == "INPLACE_REUSE"]
+    read_only = f"rules/ge/inplace.yaml:{line_of(PACK / 'inplace.yaml', 'read_only_source:')}:21"
+    assert d["input"] == 1 and d["rejected_inputs"] == [
+        {"input": 0, "rejected": "fails: the input's symbol is not read-only (fed by a read-only source)",
+         "rule_loc": read_only},
+        {"input": 2, "rejected": "input 1 comes first in _output_inplace_ability and passes"}]
+    assert d["cites"] == [{"rule": "inplace.read_only_source", "loc": read_only}] and read_only in report["rules"]
+    g.write_text(g.read_text().replace("[[0, 0], [0, 1], [0, 2]]", "[[0, 1]]"))
+    report = run_report(capsys, tmp_path, g, ["mem_inplace"])
+    (d,) = [d for d in report["diagnostics"] if d["code"] == "INPLACE_REUSE"]
+    assert "rejected_inputs" not in d          # one candidate: no choice
 
 
 def test_side_and_type_filters_pick_the_rejected_ones(tmp_path, capsys):
@@ -237,10 +266,17 @@ def test_saved_report_explains_the_same(tmp_path, capsys):
 
 
 def test_no_entry_no_alternatives(tmp_path, capsys):
-    """A choice point the pack says nothing about lists none (the engine invents none)."""
-    path = CASES / "memcpy" / next(p.name for p in sorted((CASES / "memcpy").glob("*.yaml")))
+    """A choice point the pack says nothing about lists none (the engine invents none): the Assign
+    HcclMemcpyPass writes back after a broadcast (the rule's alternatives are for its Identity), the
+    MemcpyAddrAsync before a StreamMerge."""
+    path = CASES / "memcpy" / "MA-01.yaml"
     report = run_report(capsys, tmp_path, path, fixture_passes(path))
     assert report["insertions"] and all("alternatives" not in i for i in report["insertions"])
+    path = CASES / "hccl" / "HM-08.yaml"
+    report = run_report(capsys, tmp_path, path, fixture_passes(path))
+    assigns = [i for i in report["insertions"] if i["type"] == "Assign"]
+    assert assigns and all("alternatives" not in i for i in assigns)
+    assert all("alternatives" in i for i in report["insertions"] if i["type"] == "Identity")
 
 
 def test_an_overlay_edits_them(tmp_path, capsys):

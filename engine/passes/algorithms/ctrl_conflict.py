@@ -76,7 +76,7 @@ class CtrlNodeConflict:
                 for sg in node.subgraphs:
                     if sg is None:
                         continue
-                    anchors = self.check_branch(sg, node)
+                    anchors = self.check_branch(sg, node, record=True)
                     if anchors:
                         self.insert_multi(anchors, {"kind": "ctrl-branch", "parent": node.name, "branch": sg.name,
                                                     "why": "a branch output aliases a subgraph input, a constant or a "
@@ -84,14 +84,15 @@ class CtrlNodeConflict:
             elif self.p["loop"](node):
                 self.solve_loop(node)
 
-    def check_branch(self, branch: Graph, parent: Node | None = None) -> list[InAnchor]:
+    def check_branch(self, branch: Graph, parent: Node | None = None, record: bool = False) -> list[InAnchor]:
+        """The branch outputs to isolate; `record`: tell a why-not probe (the solve, not ProcessInplace's check)."""
         net = self._netoutput(branch)
         if net is None:
             return []
         table = self.lp.sym.build(self.lp.ctx.model, branch)
         seen: dict[str, InAnchor] = {}
         out = []
-        probe = self.lp.probe
+        probe = self.lp.probe if record else None
         for a in net.ins:
             sym = table.of.get(a)
             if sym is None:

@@ -104,6 +104,10 @@ CHOICES = {
     "addr-async/netoutput-const": ("memcpy/own-const-output.yaml", None, ["identity-copy"]),
     "addr-async/netoutput-data": ("memcpy/own-offline-data-output.yaml", None, ["identity-copy"]),
     "addr-async/hccl-refdata": ("memcpy/own-hccl-refdata.yaml", None, ["no-copy"]),
+    "var/ref-after-writer": ("variables/own-prepare-framework-assign.yaml", "var_TO_assign_REF_0",
+                             ["ref-after-every-writer"]),
+    "var/identity-before-merge": ("variables/own-prepare-refswitch.yaml", "Identity_assign_TO_refmerge_0",
+                                  ["control-edge-into-merge"]),
 }
 
 # a While body whose two Data swap places at the output: CtrlNodeConflict's exchange copy
@@ -128,6 +132,18 @@ graphs:
       b1: {type: Data, attrs: {_parent_node_index: 1}}
       bnet: {type: NetOutput, inputs: 2, input_desc: {0: {attrs: {_parent_node_index: 0}}, 1: {attrs: {_parent_node_index: 1}}}}
     edges: [b0 -> bnet:1, b1 -> bnet:0]
+"""
+
+
+# a ref input (ref_port_index) without an output of its own: VariablePrepareOpPass's RefIdentity
+REF_IDENTITY = """\
+graphs:
+  root:
+    nodes:
+      variable: Variable
+      scatter: {type: ScatterUpdate, inputs: [ref], outputs: 0, input_desc: {0: {attrs: {ref_port_index: [0]}}}}
+      after: Relu
+    edges: [variable -> scatter, scatter ~> after]
 """
 
 
@@ -170,7 +186,7 @@ def alt_line(choice: str, name: str) -> int:
 
 
 def test_every_choice_point_of_the_pack_has_a_fixture_here():
-    assert sorted(declared()) == sorted([*CHOICES, "layout/ctrl-loop-exchange"])
+    assert sorted(declared()) == sorted([*CHOICES, "layout/ctrl-loop-exchange", "var/ref-identity-for-ref-input"])
 
 
 @pytest.mark.parametrize("choice", sorted(CHOICES))
@@ -223,6 +239,14 @@ def test_inplace_on_input_i_or_j(tmp_path, capsys):
     report = run_report(capsys, tmp_path, g, ["mem_inplace"])
     (d,) = [d for d in report["diagnostics"] if d["code"] == "INPLACE_REUSE"]
     assert "rejected_inputs" not in d          # one candidate: no choice
+
+
+def test_ref_identity_for_a_ref_input_without_output(tmp_path, capsys):
+    g = tmp_path / "g.yaml"
+    g.write_text(REF_IDENTITY)
+    report = run_report(capsys, tmp_path, g, ["variable_prepare"])
+    c = card(report, "RefIdentity_variable_0_TO_scatter_0")
+    assert c["rule"] == "var/ref-identity-for-ref-input" and [a["id"] for a in c["alternatives"]] == ["ref-after-output"]
 
 
 def test_side_and_type_filters_pick_the_rejected_ones(tmp_path, capsys):

@@ -121,5 +121,11 @@ def _why_not(ctx, graph: Graph, cfg: VarPassConfig, spec, kept: list) -> None:
                        NO_CONFLICT, "unchanged", [step], 0)
 
 
+def _choice_points() -> tuple[str, ...]:
+    from engine.varmgr.passes import prepare
+    return (prepare.RULE_REF, prepare.RULE_IDENTITY, prepare.RULE_REF_IDENTITY)
+
+
 register(Algorithm(ALGORITHM, "var_policy", load, run,
-                   "GE's variable passes (VariablePrepareOp, VariableOp, VarIsInitializedOp, VariableRefDeleteOp)"))
+                   "GE's variable passes (VariablePrepareOp, VariableOp, VarIsInitializedOp, VariableRefDeleteOp)",
+                   _choice_points()))

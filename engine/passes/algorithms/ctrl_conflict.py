@@ -121,8 +121,7 @@ class CtrlNodeConflict:
         if hit or first is not None:
             self.lp.probe.look(self.lp.spec.id, a.node.graph, about, ISOLATED, "ctrl-branch", steps, 0 if hit else 1)
         else:
-            self.lp.probe.look(self.lp.spec.id, a.node.graph, about, NO_CONFLICT, "ctrl-branch", steps, 0,
-                               close=bool(outs) and len(outs) > 1)
+            self.lp.probe.look(self.lp.spec.id, a.node.graph, about, NO_CONFLICT, "ctrl-branch", steps, 0)
 
     def _why_not_loop(self, node: Node, net: Node, need: bool, verdict: str, bypass: set, exchanged: list) -> None:
         """SolveWhileConflict: IsWhileNeedInsertIdentityAtOutput's answer, the outputs bypassed

@@ -337,9 +337,9 @@ def explain(record: dict, evidence: Evidence | None = None, reason: dict | None 
 
 def rejected_steps(alternatives) -> list[dict]:
     """One step per alternative GE had at the insertion's choice point and rejected
-    (engine/passes/alternatives.py), cited by its pack entry, GE's source as a fact."""
-    return [step(f"not chosen: {a.does}", a.cite.rule_id, str(a.loc), [["rejected", a.rejected], ["GE source", a.ge]])
-            for a in alternatives]
+    (engine/passes/alternatives.py), cited by its pack entry (whose quoted text says why; the
+    record's `alternatives` carry the same as fields), GE's source as a fact."""
+    return [step(f"not chosen: {a.does}", a.cite.rule_id, str(a.loc), [["GE source", a.ge]]) for a in alternatives]
 
 
 def is_rejected_step(record: dict, s: dict) -> bool:

@@ -186,7 +186,8 @@ def alt_line(choice: str, name: str) -> int:
 
 
 def test_every_choice_point_of_the_pack_has_a_fixture_here():
-    assert sorted(declared()) == sorted([*CHOICES, "layout/ctrl-loop-exchange", "var/ref-identity-for-ref-input"])
+    assert sorted(declared()) == sorted([*CHOICES, "layout/ctrl-loop-exchange", "var/ref-identity-for-ref-input",
+                                         "layout/budget-fallback"])
 
 
 @pytest.mark.parametrize("choice", sorted(CHOICES))
@@ -247,6 +248,17 @@ def test_ref_identity_for_a_ref_input_without_output(tmp_path, capsys):
     report = run_report(capsys, tmp_path, g, ["variable_prepare"])
     c = card(report, "RefIdentity_variable_0_TO_scatter_0")
     assert c["rule"] == "var/ref-identity-for-ref-input" and [a["id"] for a in c["alternatives"]] == ["ref-after-output"]
+
+
+def test_budget_fallback_is_its_own_choice_point(tmp_path, capsys):
+    """An input isolated because --budget ran out lists the exact check as the alternative, not the
+    absolute checker's (whose pairs were never checked)."""
+    report = run_report(capsys, tmp_path, ROOT / "examples" / "train_step.pbtxt", ["mem_layout_conflict"],
+                        ["--budget", "mem_layout_conflict=10"])
+    fallback = [i for i in report["insertions"] if i["reason"].get("budget") == 10]
+    assert fallback and all([a["rule"] for a in i["alternatives"]] == ["layout/budget-fallback#exact-check"]
+                            for i in fallback)
+    assert all(i["rule"] == "layout/absolute" for i in fallback)        # the rule is still the absolute checker
 
 
 def test_side_and_type_filters_pick_the_rejected_ones(tmp_path, capsys):

@@ -762,7 +762,12 @@ class LayoutPass:
             name=node.name, type=node.type, graph=node.graph.name, pass_id=self.spec.id,
             rule=f"layout/{name}", cite=c.cite if c is not None else self.cfg.insert.cite(f"layout/{name}"),
             producer=anchor_ref(src), consumers=tuple(anchor_ref(d) for d in dsts), reason=why,
-            attrs=self.cfg.insert.attr_reasons(), moved_control=tuple(moved), isolated=isolated))
+            attrs=self.cfg.insert.attr_reasons(), moved_control=tuple(moved), isolated=isolated,
+            choice=BUDGET_CHOICE if "budget" in why else ""))
+
+
+# the choice point of an input isolated because the analysis budget ran out (`_fallback`)
+BUDGET_CHOICE = "layout/budget-fallback"
 
 
 def _kind(step: Step) -> str:
@@ -785,4 +790,4 @@ def run(ctx, graph: Graph, cfg: LayoutConfig, spec) -> None:
 
 register(Algorithm("layout_conflict", "layout_conflict", load, run,
                    "GE MemLayoutConflictOptimizer: anchor attributes per symbol, checkers, Identity insertion",
-                   ("layout/ctrl-branch", "layout/ctrl-loop-output", "layout/ctrl-loop-exchange")))
+                   ("layout/ctrl-branch", "layout/ctrl-loop-output", "layout/ctrl-loop-exchange", BUDGET_CHOICE)))

@@ -71,7 +71,8 @@ def render_decisions(ctx, failure: BaseException | None = None, title: str = "")
     for i in ctx.insertions:
         edge = f"{i.producer or '-'}->{render_value(list(i.consumers))}"
         lines.append(f"insert {i.type} {i.name} graph={i.graph} pass={i.pass_id} rule={i.rule} "
-                     f"loc={render_loc(i.rule_loc)} edge={edge} reason={render_value(i.reason)}")
+                     f"loc={render_loc(i.rule_loc)} edge={edge} reason={render_value(i.reason)}"
+                     + (f" rejected={render_value([a.id for a in i.alternatives])}" if i.alternatives else ""))
     for r in ctx.removals:
         lines.append(f"remove {r.type} {r.name} graph={r.graph} pass={r.pass_id} rule={r.rule} "
                      f"reason={render_value(r.reason)}")

@@ -173,6 +173,7 @@ def test_report_rules_are_keyed_by_the_cites_and_hold_their_ids():
     ctx, report = _train_step()
     want = {str(i.cite.loc) for i in ctx.insertions} | {str(c.loc) for i in ctx.insertions for c in reason_cites(i.reason)}
     want |= {str(c.loc) for d in ctx.diagnostics for c in d.cites}
+    want |= {str(a.loc) for i in ctx.insertions for a in i.alternatives}     # the rejected alternatives
     assert set(report["rules"]) == want
     for c in report["insertions"]:
         assert report["rules"][c["rule_loc"]]["id"] == c["rule"]

@@ -101,10 +101,13 @@ def test_rewrapping_a_dsl_value_is_no_change(tmp_path):
 
 def test_checker_rename_with_the_same_body(tmp_path):
     new = edited_pack(tmp_path, {"layout.yaml": [("    rts_out_out:", "    rts_special_out_and_out:"),
-                                                 ("checker: rts_out_out}", "checker: rts_special_out_and_out}")]})
+                                                 ("checker: rts_out_out}", "checker: rts_special_out_and_out}")],
+                                 "alternatives.yaml": [("  layout/rts_out_out:", "  layout/rts_special_out_and_out:")]})
     d = diff(shipped(), new)
-    assert [c.id for c in d.changes] == ["layout_conflict.checkers.rts_special_out_and_out"]
-    c = d.changes[0]
+    # the checker's rejected alternatives follow it under its new rule id (tests/test_alternatives.py)
+    assert [c.id for c in d.changes if not c.id.startswith("isolation_alternatives")] == [
+        "layout_conflict.checkers.rts_special_out_and_out"]
+    c = next(c for c in d.changes if c.id == "layout_conflict.checkers.rts_special_out_and_out")
     assert c.kind == "renamed" and (c.old.name, c.new.name) == ("rts_out_out", "rts_special_out_and_out")
     assert "rule:layout/rts_out_out" in c.old_refs and "rule:layout/rts_special_out_and_out" in c.new_refs
 
@@ -180,9 +183,9 @@ def test_generic_sections_are_diffed_without_a_specialised_differ(tmp_path):
 
 
 def test_pack_meta_and_change_notes(tmp_path):
-    new = edited_pack(tmp_path, {"pack.yaml": [('version: "1.1.0"', 'version: "1.2.0"')]})
-    (new / "CHANGES.md").write_text("# Changes\n\n## 1.2.0\n- flipped a cell\n\n## 1.1.0\n- first\n", encoding="utf-8")
+    new = edited_pack(tmp_path, {"pack.yaml": [('version: "1.2.0"', 'version: "1.3.0"')]})
+    (new / "CHANGES.md").write_text("# Changes\n\n## 1.3.0\n- flipped a cell\n\n## 1.2.0\n- first\n", encoding="utf-8")
     d = diff(shipped(), new)
     assert [c.id for c in d.changes] == ["pack.version"] and d.semantic() == []
     if (shipped() / "CHANGES.md").is_file():
-        assert ("1.2.0", "- flipped a cell") in d.notes
+        assert ("1.3.0", "- flipped a cell") in d.notes

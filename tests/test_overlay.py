@@ -106,6 +106,7 @@ overlay:
   - add: ops.Assign
     value: {engine: AICPU}
   - remove: layout_conflict.checkers.user_out_unrefresh_out
+  - remove: isolation_alternatives[layout/user_out_unrefresh_out]     # the checker's rejected alternatives
   - remove: layout_conflict.registrations
     items: [{a: CONTINUOUS_INPUT, b: NOPADDING_CONTINUOUS_INPUT, checker: continuous_in_in}]
   - add: layout_conflict.absolute_conflict

@@ -15,7 +15,7 @@ from engine.cli import main
 from engine.core.errors import Cite, Loc
 from engine.core.yamlloc import item_span, load_yaml, span_of
 from engine.passes.context import RunContext
-from engine.report.explain import RuleTexts, explain
+from engine.report.explain import RuleTexts, explain, is_rejected_step
 from engine.report.html import embed_json, render_html
 from engine.report.model import build_report, graph_stats, report_json
 from engine.report.neighbourhood import layout, undo
@@ -46,7 +46,10 @@ def cli(args, capsys):
 # ---- explanations -------------------------------------------------------------------
 def test_rw_card_explains_the_decision_path_with_rules_and_facts():
     c = card(report_for("RW-01.yaml"), "const1_Identity0")
-    steps = c["explanation"]
+    # the decision path, then the alternatives GE rejected there (tests/test_alternatives.py)
+    steps = [s for s in c["explanation"] if not is_rejected_step(c, s)]
+    assert [s["rule"] for s in c["explanation"][len(steps):]] == ["rw/matrix#copy-after-producer",
+                                                                 "rw/matrix#skip-last-edge"]
     assert [s["text"] for s in steps] == [
         "const1:0 is ReadOnlyConst",
         "allreduce:0 is ScopeWriteable",

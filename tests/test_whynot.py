@@ -269,7 +269,8 @@ def test_recording_changes_no_decision_on_any_fixture():
                     if s.cite is not None:
                         assert texts.get(s.cite) is not None, (path, s)
     assert {"mem_rw_conflict", "mem_layout_conflict", "graph_lint", "hccl_memcpy", "subgraph",
-            "mem_inplace", "memcpy_addr_async"} <= looked
+            "mem_inplace", "memcpy_addr_async", "atomic_addr_clean", "variable_prepare",
+            "variable_ref_delete", "variable_ref_useless_control_out_delete"} <= looked
 
 
 def test_memcpy_addr_async_no_rule_held(tmp_path, capsys):
@@ -323,3 +324,108 @@ def test_graph_lint_edge_asks_only_its_consumer(tmp_path, capsys):
     ans = why_not(capsys, g, "var:0", "relu:0", passes="graph_lint")
     _, ls = looks(ans, "graph_lint")
     assert ls and all("relu:0" in x["about"] for x in ls)
+
+
+# ---- CtrlNodeConflict, AtomicAddrClean and the variable passes ------------------------------
+def test_ctrl_branch_output_no_conflict_and_repeat(capsys):
+    """own-ctrl_if_repeat: the else branch's outputs come from three Relus (branch_output_conflict
+    false, no repeat); the then branch's second output repeats the first one's buffer."""
+    case = CASES / "layout" / "own-ctrl_if_repeat.yaml"
+    ans = why_not(capsys, case, "else_g/enet:in:0", passes="mem_layout_conflict")
+    row, ls = looks(ans, "mem_layout_conflict")
+    (look,) = [x for x in ls if x["kind"] == "ctrl-branch"]
+    assert look["outcome"] == "no conflict" and look["about"] == "enet:0 (branch output of if)"
+    step = decisive(look)
+    assert step["result"] == "false for every one"
+    # a block scalar is cited where its text starts, the line after its key
+    assert step["loc"] == f"rules/ge/layout.yaml:{line_of(PACK / 'layout.yaml', '    branch_output_conflict: |-') + 1}:7"
+    assert look["steps"][1]["result"] == "no"
+    ans = why_not(capsys, case, "then_g/tnet:in:1", passes="mem_layout_conflict")
+    _, ls = looks(ans, "mem_layout_conflict")
+    (look,) = [x for x in ls if x["kind"] == "ctrl-branch"]
+    assert look["outcome"] == "isolated" and decisive(look)["result"] == "yes: tnet:0"
+    assert ans["isolated_by"] and ans["isolated_by"][0]["rule"] == "layout/ctrl-branch"
+
+
+def test_ctrl_loop_body_needs_no_output_identity(capsys):
+    """WB-01: one body output, one Data with one output, no continuous reader: IsWhileNeedInsertIdentityAtOutput says no."""
+    ans = why_not(capsys, CASES / "layout" / "WB-01.yaml", "while1", passes="mem_layout_conflict")
+    _, ls = looks(ans, "mem_layout_conflict")
+    (look,) = [x for x in ls if x["kind"] == "ctrl-loop"]
+    assert look["outcome"] == "no conflict" and look["decisive"] == 0
+    assert decisive(look)["result"].startswith("no: one output, one Data with one output")
+    assert [s["result"] for s in look["steps"][1:]] == ["0", "none"]
+
+
+def test_atomic_clean_separately_is_decisive(capsys):
+    """own-clean-separately: `op` carries atomic attributes, but the policy cleans every atomic node separately."""
+    case = CASES / "atomic" / "own-clean-separately.yaml"
+    ans = why_not(capsys, case, "op", passes="atomic_addr_clean")
+    row, (look,) = looks(ans, "atomic_addr_clean")
+    assert row["outcome"] == "no conflict" and look["kind"] == "not-atomic"
+    assert [s["text"].split(":")[0] for s in look["steps"]] == ["already_cleaned", "atomic_attrs", "clean_separately"]
+    step = decisive(look)
+    assert step["text"].startswith("clean_separately") and step["result"] == "holds"
+    assert step["loc"].startswith(at("atomic.yaml", "    clean_separately:") + ":")
+    ans = why_not(capsys, case, "relu", passes="atomic_addr_clean")
+    _, (look,) = looks(ans, "atomic_addr_clean")
+    assert decisive(look)["text"].startswith("atomic_attrs") and decisive(look)["result"] == "does not hold"
+
+
+def test_atomic_unknown_graph_gate(capsys):
+    ans = why_not(capsys, CASES / "atomic" / "own-unknown-graph.yaml", "op", passes="atomic_addr_clean")
+    _, (look,) = looks(ans, "atomic_addr_clean")
+    assert look["outcome"] == "no conflict" and look["kind"] == "gate"
+    step = decisive(look)
+    assert step["text"].startswith("unknown_graph") and step["loc"].startswith(at("atomic.yaml", "    unknown_graph:") + ":")
+
+
+def test_atomic_node_feeding_hccl_only(tmp_path, capsys):
+    """An atomic node whose one output feeds an HCCL atomic node needs no clean node of its own."""
+    g = tmp_path / "g.yaml"
+    g.write_text("graphs:\n  root:\n    nodes:\n      data: Data\n      relu: Relu\n"
+                 "      op: {type: Relu, attrs: {atomic_output_index: [0]}}\n"
+                 "      allreduce: HcomAllReduce\n      out: NetOutput\n"
+                 "    edges: [data -> relu, relu -> op, op -> allreduce, allreduce -> out]\n")
+    ans = why_not(capsys, g, "op", passes="atomic_addr_clean")
+    _, ls = looks(ans, "atomic_addr_clean")
+    (look,) = [x for x in ls if x["about"] == "op"]
+    assert look["outcome"] == "no conflict" and look["kind"] == "hccl-consumers"
+    assert decisive(look)["text"].startswith("every output feeds an HCCL atomic node")
+
+
+def _var_look(ans, pass_id):
+    row, (look,) = looks(ans, pass_id)
+    assert row["outcome"] == "no conflict" and look["kind"] == "unchanged"
+    return decisive(look)
+
+
+def test_variable_prepare_framework_op_is_no_writer(capsys):
+    ans = why_not(capsys, CASES / "variables" / "own-prepare-framework-assign.yaml", "var", passes="variable_prepare")
+    step = _var_look(ans, "variable_prepare")
+    assert step["text"] == "consumer fw:0 writes var" and "framework_ref_ports" in step["result"]
+    assert step["rule"] == "var/ref-after-writer" and step["loc"].startswith(at("variables.yaml", "  var_like:") + ":")
+
+
+def test_variable_passes_that_left_a_plain_graph_alone(tmp_path, capsys):
+    """A Variable read by a Relu: no VarIsInitializedOp to replace, no trans op to fuse, not a
+    VariableRef to fold, no control edge to drop."""
+    g = tmp_path / "g.yaml"
+    g.write_text("graphs:\n  root:\n    nodes:\n      var: Variable\n      relu: Relu\n      other: Relu\n"
+                 "      out: NetOutput\n    edges: [var -> relu, relu -> out, var ~> other]\n")
+    want = {"var_is_initialized": "none: nothing to replace",
+            "variable_op": "no: consumer relu (Relu) is not a supported trans op fed at its data input",
+            "variable_ref_delete": "no: a variable, kept",
+            "variable_ref_useless_control_out_delete": "no: not a VariableRef",
+            "variable_prepare": "none: no writer, so no VariableRef"}
+    for pass_id, result in want.items():
+        ans = why_not(capsys, g, "var", passes=pass_id)
+        assert _var_look(ans, pass_id)["result"] == result, pass_id
+
+
+def test_variable_ref_keeps_a_control_edge_that_orders_something_new(capsys):
+    ans = why_not(capsys, CASES / "variables" / "own-useless-ctrl-keep.yaml", "var1",
+                  passes="variable_ref_useless_control_out_delete")
+    step = _var_look(ans, "variable_ref_useless_control_out_delete")
+    assert step["result"] == "none: every control edge orders something new"
+    assert step["facts"] == [["control successors", ["addn2"]]]

@@ -126,7 +126,7 @@ class Rewriter:
         return surgery.new_node(graph, op, None)
 
     def _record(self, node: Node, spec: InsertSpec, producers: list, consumers: list, moved: list,
-                extra: dict | None = None) -> None:
+                extra: dict | None = None, isolated: str = "") -> None:
         attrs = spec.attr_reasons()
         for key in spec.copy_from_dst + spec.move_flag_from_dst + spec.move_flag_from_src:
             if key in node.op.attr:
@@ -138,7 +138,7 @@ class Rewriter:
             name=node.name, type=node.type, graph=node.graph.name, pass_id=self.pass_id, rule=self.why.rule,
             cite=self.why.cite, producer=", ".join(anchor_ref(p) for p in producers if p is not None),
             consumers=tuple(anchor_ref(c) for c in consumers), reason=reason, attrs=attrs,
-            moved_control=tuple(moved)))
+            moved_control=tuple(moved), isolated=isolated))
 
     def _diag(self, node: Node, message: str, details: dict) -> None:
         cite = self.why.cite
@@ -163,7 +163,7 @@ class Rewriter:
         keep = self.hooks.keep_in_ctrl
         moved = [p.name for p in dst.node.in_ctrl if not keep(p)]
         node = surgery.insert_before(dst, op, keep_ctrl=keep, inherit=self.hooks.inherit)
-        self._record(node, spec, [src], [dst], moved)
+        self._record(node, spec, [src], [dst], moved, isolated="input")
         return node
 
     def insert_after(self, src: OutAnchor, dsts, spec_name: str) -> Node:
@@ -175,7 +175,7 @@ class Rewriter:
         move = not self.hooks.keep_out_ctrl(src.node)
         moved = [s.name for s in src.node.out_ctrl] if move else []
         node = surgery.insert_after(src, dsts, op, move_ctrl=move, inherit=self.hooks.inherit)
-        self._record(node, spec, [src], dsts, moved)
+        self._record(node, spec, [src], dsts, moved, isolated="output")
         return node
 
     def insert_between(self, src: OutAnchor, dst: InAnchor, spec_name: str, label: Node | None = None) -> Node:

@@ -11,7 +11,8 @@ from pathlib import Path
 from engine.pack import loader
 from engine.pack.model import Pack
 from engine.passes import algorithms  # noqa: F401  (importing it registers every algorithm)
-from engine.passes import budget, opaudit  # noqa: F401  (register the analysis_budgets and op_ir_audit sections)
+from engine.passes import alternatives, budget, opaudit  # noqa: F401  (register their sections)
+from engine.core.errors import Collector
 from engine.passes.registry import ALGORITHMS, FAMILIES, SECTIONS, Registry
 
 REGISTRY = Registry(ALGORITHMS, SECTIONS, FAMILIES)
@@ -19,4 +20,8 @@ REGISTRY = Registry(ALGORITHMS, SECTIONS, FAMILIES)
 
 def load_pack(path: str | Path | None = None) -> Pack:
     """Load and validate a pack folder (default: the shipped GE pack) with every algorithm of this engine."""
-    return loader.load_pack(path, REGISTRY)
+    pack = loader.load_pack(path, REGISTRY)
+    errors = Collector()
+    alternatives.check_choices(pack, {c for a in pack.algorithms.values() for c in a.choice_points}, errors)
+    errors.check()
+    return pack

@@ -2,13 +2,14 @@
 records every rewrite leaves behind (the report model is built from these)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine.core.errors import Cite, Loc
 from engine.core.graph import Model, Node
 from engine.core.neighbourhood import capture
 from engine.pack.model import Pack
+from engine.passes.alternatives import rejected
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +27,9 @@ class Insertion:
     reason: dict              # facts behind the decision (JSON-able, or Cite: the item a fact comes from)
     attrs: dict               # attributes set on the new node → why
     moved_control: tuple[str, ...] = ()
+    choice: str = ""            # the choice point the pass decided at ("" = the rule id)
+    isolated: str = ""          # "input" | "output": the side the isolation took ("" = neither or both)
+    alternatives: tuple = ()    # what GE could have done there instead, and why not (Alternative)
 
     @property
     def rule_loc(self) -> Loc | None:
@@ -37,6 +41,7 @@ class Insertion:
             "rule": self.rule, "rule_loc": str(self.rule_loc) if self.rule_loc else None,
             "producer": self.producer, "consumers": list(self.consumers),
             "reason": reason_json(self.reason), "attrs": self.attrs, "moved_control": list(self.moved_control),
+            **({"alternatives": [a.to_json() for a in self.alternatives]} if self.alternatives else {}),
         }
 
 
@@ -112,7 +117,12 @@ class RunContext:
     def record(self, ins: Insertion) -> None:
         """Keep an insertion, and its neighbourhood the moment the pass records it (the
         report's "before" picture, Note [before as seen] in engine/report/neighbourhood.py).
-        O(1) per insertion: the capture is bounded."""
+        O(1) per insertion: the capture is bounded. The alternatives the pack declares at
+        the insertion's choice point are attached here (engine/passes/alternatives.py)."""
+        if not ins.alternatives:
+            alts = rejected(self.pack, ins.choice or ins.rule, ins.isolated, ins.type)
+            if alts:
+                ins = replace(ins, alternatives=alts)
         g = self.model.graphs.get(ins.graph)
         node = g.find(ins.name) if g is not None else None
         if node is not None:

@@ -22,6 +22,8 @@ class Algorithm:
     load: Callable[..., Any]
     run: Callable[..., None]
     doc: str = ""
+    # choice points the algorithm records by a name that is no rule id (engine/passes/alternatives.py)
+    choice_points: tuple[str, ...] = ()
 
 
 ALGORITHMS: dict[str, Algorithm] = {}

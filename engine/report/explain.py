@@ -335,6 +335,18 @@ def explain(record: dict, evidence: Evidence | None = None, reason: dict | None 
     return _why(x) + steps
 
 
+def rejected_steps(alternatives) -> list[dict]:
+    """One step per alternative GE had at the insertion's choice point and rejected
+    (engine/passes/alternatives.py), cited by its pack entry (whose quoted text says why; the
+    record's `alternatives` carry the same as fields), GE's source as a fact."""
+    return [step(f"not chosen: {a.does}", a.cite.rule_id, str(a.loc), [["GE source", a.ge]]) for a in alternatives]
+
+
+def is_rejected_step(record: dict, s: dict) -> bool:
+    """Is step `s` of an insertion record one of its rejected alternatives (not its decision path)?"""
+    return any(s["rule"] == a["rule"] and s["loc"] == a["rule_loc"] for a in record.get("alternatives", ()))
+
+
 # ---- rule text ------------------------------------------------------------------------
 class RuleTexts:
     """The source text of a cited pack item: exactly the item (a list item with its

@@ -21,6 +21,7 @@ import json
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from engine.report.explain import is_rejected_step
 from engine.report.neighbourhood import NODE_H, layout, undo
 from engine.core.resources import data_dir, template_cache
 
@@ -161,7 +162,9 @@ def _card(rec: dict) -> dict:
     """What report.js needs of one insertion; empty optional fields and a step's empty
     rule, location and facts are left out (the page is ~2 KB a card at 10^4 cards)."""
     card = {k: rec[k] for k in CARD_KEYS if k in rec and not (k in OPTIONAL and not rec[k])}
-    card["explanation"] = [{k: v for k, v in s.items() if v or k == "text"} for s in rec.get("explanation", [])]
+    # a rejected alternative's reason and GE source are in its quoted entry (the rules table): not repeated
+    card["explanation"] = [{k: v for k, v in s.items() if (v or k == "text") and not (k == "facts" and is_rejected_step(rec, s))}
+                           for s in rec.get("explanation", [])]
     # the facts a step already shows (the rule's own step lists the recorded facts no sentence
     # told) are not repeated under "Other recorded facts"; the JSON report keeps every one
     told = {label for s in rec.get("explanation", []) for label, _ in s.get("facts", [])}

@@ -17,7 +17,7 @@ from collections import Counter
 from engine import __version__
 from engine.core.errors import Cite, display_path
 from engine.passes.context import RunContext, reason_cites
-from engine.report.explain import Evidence, RuleTexts, explain, show, step
+from engine.report.explain import Evidence, RuleTexts, explain, rejected_steps, show, step
 from engine.report.neighbourhood import capture, record_only, undo
 
 REPORT_SCHEMA = 2
@@ -55,6 +55,7 @@ def _insertion(ctx: RunContext, ins, evidence: Evidence, removed: dict, seen: di
         rec["removed_by"] = {"pass": gone.pass_id, "rule": gone.rule}
         rec["explanation"].append(step(f"a later pass, {gone.pass_id}, removed it again (rule {gone.rule})",
                                        gone.rule))
+    rec["explanation"] += rejected_steps(ins.alternatives)     # after the decision path
     rec["fate"] = "transient" if "removed_by" in rec else "kept"
     rec["neighbourhood"] = capture(node) if node is not None else \
         record_only(ins.producer, list(ins.consumers), ins.name, ins.type, g)
@@ -110,7 +111,8 @@ def _rule_table(ctx: RunContext, insertions: list, diagnostics: list) -> dict:
     `cell_loc` fact) are one entry, named by the id."""
     texts = RuleTexts(ctx.pack.path)
     cites: dict[str, Cite] = {}
-    every = [c for i in insertions for c in (i.cite, *reason_cites(i.reason)) if c is not None]
+    every = [c for i in insertions for c in (i.cite, *reason_cites(i.reason), *(a.cite for a in i.alternatives))
+             if c is not None]
     every += [c for d in diagnostics for c in d.cites]
     for c in every:
         key = str(c.loc)

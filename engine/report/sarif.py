@@ -34,6 +34,7 @@ from pathlib import Path
 import yaml
 
 from engine import __version__
+from engine.report.explain import is_rejected_step
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/sarif-v2.1.0.html"
@@ -215,7 +216,8 @@ class _Log:
         index = self.rule(rec["rule"], rec.get("rule_loc") or "")
         graph = rec["graph"]
         where = f"{rec['producer'] or '(no producer)'} → {', '.join(rec['consumers']) or '(no consumer)'}"
-        steps = rec.get("explanation") or []
+        # the decision path; the alternatives GE rejected are no step of it (a property below)
+        steps = [s for s in rec.get("explanation") or [] if not is_rejected_step(rec, s)]
         why = steps[0]["text"] if steps else ""
         text = f"{rec['type']} '{rec['name']}' inserted by pass {rec['pass']} in graph {graph} ({where})" + \
             (f": {why}" if why else "")
@@ -241,7 +243,7 @@ class _Log:
         result["partialFingerprints"] = {"memconflictPosition/v1": hashlib.sha256(key.encode()).hexdigest()[:32]}
         props = {"pass": rec["pass"], "type": rec["type"], "graph": graph, "node": rec["name"],
                  "reason": rec.get("reason") or {}}
-        for key in ("matrix_rule", "removed_by", "status"):
+        for key in ("matrix_rule", "removed_by", "status", "alternatives"):
             if key in rec:
                 props[key] = rec[key]
         result["properties"] = props

@@ -19,7 +19,7 @@ import re
 
 from engine.core.errors import Cite, InputError, Loc, Problem, did_you_mean
 from engine.passes.probe import NOT_LOOKED, NOT_RUN, Look, Probe, ref
-from engine.report.explain import RuleTexts
+from engine.report.explain import RuleTexts, show
 
 WHERE = Loc("--why-not")
 _KEY = re.compile(r"^(?P<node>.+)_(?P<side>in|out)_(?P<idx>\d+)$")
@@ -219,7 +219,7 @@ def render(ans: dict) -> str:
                 if k == look["decisive"] and st.get("loc"):
                     lines += _quote(rules.get(st["loc"]), "           ")
                 for label, value in st.get("facts", []):
-                    lines.append(f"           · {label}: {value}")
+                    lines.append(f"           · {label}: {show(value)}")
     for (outcome, why), pids in plain.items():
         lines.append(f"  {outcome} ({why}): {', '.join(pids)}")
     return "\n".join(lines)

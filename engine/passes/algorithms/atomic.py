@@ -31,6 +31,7 @@ from typing import Any, Callable
 from engine.passes.registry import Algorithm, register
 from engine.core import surgery
 from engine.passes.context import Diagnostic, Insertion
+from engine.passes.probe import ISOLATED, NO_CONFLICT, Step
 from engine.dsl.compiler import Compiler
 from engine.dsl.ast import Expr
 from engine.core.errors import Cite, Collector, Loc, PassFailure, did_you_mean
@@ -206,6 +207,54 @@ class AtomicPass:
             return False
         return True
 
+    # ---- why not (only with a probe) -------------------------------------------------------
+    def _why_not(self, asked: dict, atomic: set) -> None:
+        """For each node the probe asks about: IsNeedCleanNode's tests in GE's order, the one
+        that decided, then the graph-wide gate (unknown graph) and the HCCL and loop skips."""
+        probe = self.ctx.probe
+        for node, (steps, decisive) in asked.items():
+            if node not in atomic:
+                probe.look(self.spec.id, self.graph, node.name, NO_CONFLICT, "not-atomic", steps, decisive)
+                continue
+            if self.pred("unknown_graph"):
+                steps.append(Step(f"unknown_graph: graph {self.graph.name} has unknown shape", "holds",
+                                  self._cite("", "unknown_graph")))
+                probe.look(self.spec.id, self.graph, node.name, NO_CONFLICT, "gate", steps, -1, close=True)
+            elif self.state.loop and self.skip_in_loop(node):      # loop_graph asked the same: no new HCCL node
+                steps.append(Step(f"in a loop graph: only atomic outputs ({self.cfg.atomic_output_attr}), each "
+                                  "feeding an HCCL atomic node (CheckSkipInsertInLoopGraph)", "holds",
+                                  self._cite("", "output_only")))
+                probe.look(self.spec.id, self.graph, node.name, NO_CONFLICT, "loop-skip", steps, -1)
+            elif self.all_connect_hccl(node):
+                steps.append(Step("every output feeds an HCCL atomic node (IsAllConnectHcclNode)", "holds"))
+                probe.look(self.spec.id, self.graph, node.name, NO_CONFLICT, "hccl-consumers", steps, -1)
+            else:
+                probe.look(self.spec.id, self.graph, node.name, ISOLATED, "atomic", steps, len(steps) - 1)
+
+    def _need_clean_steps(self, node: Node, separately: bool) -> tuple[list[Step], int]:
+        """`need_clean`'s tests as steps (pure: nothing is marked or collected), and which decided."""
+        steps: list[Step] = []
+
+        def test(name: str, text: str, subject: Node | None = node) -> bool:
+            held = self.pred(name, subject)
+            steps.append(Step(f"{name}: {text}", "holds" if held else "does not hold", self._cite("", name)))
+            return held
+
+        if test("already_cleaned", "a clean node already precedes it"):
+            return steps, len(steps) - 1
+        if not separately and test("kernel_atomic", "the kernel store registers it as atomic (HCCL)"):
+            fed = [a.peer.node.name for a in node.ins if a.peer is not None and self.pred("user_input", a.peer.node)]
+            steps.append(Step("a user input feeds it", ", ".join(fed) if fed else "no"))
+            if not fed:
+                return steps, len(steps) - 1
+        if not test("atomic_attrs", "it carries atomic clean attributes"):
+            return steps, len(steps) - 1
+        if test("clean_separately", "the clean policy cleans every atomic node separately", None):
+            return steps, len(steps) - 1
+        if test("compile_separately", "it feeds a no-task node or references a variable"):
+            return steps, len(steps) - 1
+        return steps, len(steps) - 1
+
     def mark(self, node: Node, key: str, why: str) -> None:
         old = typed_attr(node.op.attr, key, "b") if key in node.op.attr else None
         set_attr(node.op.attr, key, True)
@@ -234,18 +283,23 @@ class AtomicPass:
     # ---- the pass ---------------------------------------------------------------------
     def run(self) -> None:
         separately = self.pred("clean_separately")
+        probe = self.ctx.probe
+        # the tests as the pass meets them, before it edits the graph (pure predicates only)
+        asked = {n: self._need_clean_steps(n, separately) for n in self.graph.node_list()
+                 if probe is not None and not probe.near and probe.wants_node(n)}
         atomic = []
         for node in self.graph.node_list():
             if self.need_clean(node, separately):
                 atomic.append(node)
             if not self.state.loop and self.pred("loop_node", node):
                 self.state.loop = True
-        if not atomic or self.pred("unknown_graph"):
-            return
-        if self.state.loop:
-            self.loop_graph(atomic)
-        else:
-            self.normal_graph(atomic)
+        if atomic and not self.pred("unknown_graph"):
+            if self.state.loop:
+                self.loop_graph(atomic)
+            else:
+                self.normal_graph(atomic)
+        if asked:                  # classified after the run: its HCCL and loop state is final
+            self._why_not(asked, set(atomic))
 
     def loop_graph(self, atomic: list[Node]) -> None:
         index = 0
@@ -385,4 +439,5 @@ def run(ctx, graph: Graph, cfg: AtomicConfig, spec) -> None:
 
 
 register(Algorithm("atomic_clean", "atomic_clean", load, run,
-                   "GE AtomicAddrCleanPass: shared, dispersed and per-node clean nodes before atomic nodes"))
+                   "GE AtomicAddrCleanPass: shared, dispersed and per-node clean nodes before atomic nodes",
+                   ("atomic/shared", "atomic/dispersed", "atomic/loop")))

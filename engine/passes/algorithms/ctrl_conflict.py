@@ -15,6 +15,7 @@ from engine.dsl.ast import Expr
 from engine.core.errors import Collector, Loc
 from engine.core.graph import Graph, InAnchor, Node
 from engine.passes.insertion import apply_neighbour_attrs, build_op
+from engine.passes.probe import ISOLATED, NO_CONFLICT, Step, expr_cite
 from engine.pack.model import Pack
 from engine.pack.loader import parse_rule_expr
 from engine.core.attrs import node_attr, typed_attr
@@ -75,7 +76,7 @@ class CtrlNodeConflict:
                 for sg in node.subgraphs:
                     if sg is None:
                         continue
-                    anchors = self.check_branch(sg)
+                    anchors = self.check_branch(sg, node, record=True)
                     if anchors:
                         self.insert_multi(anchors, {"kind": "ctrl-branch", "parent": node.name, "branch": sg.name,
                                                     "why": "a branch output aliases a subgraph input, a constant or a "
@@ -83,22 +84,60 @@ class CtrlNodeConflict:
             elif self.p["loop"](node):
                 self.solve_loop(node)
 
-    def check_branch(self, branch: Graph) -> list[InAnchor]:
+    def check_branch(self, branch: Graph, parent: Node | None = None, record: bool = False) -> list[InAnchor]:
+        """The branch outputs to isolate; `record`: tell a why-not probe (the solve, not ProcessInplace's check)."""
         net = self._netoutput(branch)
         if net is None:
             return []
         table = self.lp.sym.build(self.lp.ctx.model, branch)
-        seen: set[str] = set()
+        seen: dict[str, InAnchor] = {}
         out = []
+        probe = self.lp.probe if record else None
         for a in net.ins:
             sym = table.of.get(a)
             if sym is None:
                 continue
             outs = [x for x in table.anchors[sym] if x.is_out]
-            if any(self.p["branch_output_conflict"](x.node, net) for x in outs) or sym in seen:
+            hit = [x for x in outs if self.p["branch_output_conflict"](x.node, net)]
+            if hit or sym in seen:
                 out.append(a)
-            seen.add(sym)
+            if probe is not None and (probe.wants(a) or (parent is not None and probe.wants_node(parent))):
+                self._why_not_branch(a, parent, sym, outs, hit, seen.get(sym))
+            seen.setdefault(sym, a)
         return out
+
+    # ---- why not (only with a probe) -------------------------------------------------------
+    def _why_not_branch(self, a: InAnchor, parent: Node | None, sym: str, outs: list, hit: list,
+                        first: InAnchor | None) -> None:
+        """SolveIfConflict for one branch output: the producers its symbol holds, the
+        `branch_output_conflict` verdict on each, and whether an earlier output has the symbol."""
+        cite = expr_cite(self.cfg.predicates["branch_output_conflict"], "layout/ctrl_nodes.branch_output_conflict")
+        steps = [Step(f"branch_output_conflict on the producers of symbol {sym}",
+                      "true for " + ", ".join(x.key for x in hit) if hit else "false for every one", cite,
+                      (("producers", tuple(x.key for x in outs)),)),
+                 Step(f"an earlier output of {a.node.name} has symbol {sym}",
+                      f"yes: {first.node.name}:{first.idx}" if first is not None else "no")]
+        about = f"{a.node.name}:{a.idx} (branch output" + (f" of {parent.name}" if parent is not None else "") + ")"
+        if hit or first is not None:
+            self.lp.probe.look(self.lp.spec.id, a.node.graph, about, ISOLATED, "ctrl-branch", steps, 0 if hit else 1)
+        else:
+            self.lp.probe.look(self.lp.spec.id, a.node.graph, about, NO_CONFLICT, "ctrl-branch", steps, 0)
+
+    def _why_not_loop(self, node: Node, net: Node, need: bool, verdict: str, bypass: set, exchanged: list) -> None:
+        """SolveWhileConflict: IsWhileNeedInsertIdentityAtOutput's answer, the outputs bypassed
+        (Data p feeds output p) and the exchanged loop variables."""
+        probe = self.lp.probe
+        if not (probe.wants_node(node) or any(probe.wants(a) for a in net.ins)):
+            return
+        cite = expr_cite(self.cfg.predicates["continuous_input"], "layout/ctrl_nodes.continuous_input")
+        steps = [Step("the body's outputs need an Identity (IsWhileNeedInsertIdentityAtOutput)",
+                      f"{'yes' if need else 'no'}: {verdict}", cite, (("outputs", len(net.ins)),)),
+                 Step("outputs a Data feeds at its own index (bypassed)", ", ".join(map(str, sorted(bypass))) or "none"),
+                 Step("loop variables exchanged between iterations (Data p feeds output q≠p)",
+                      ", ".join(d.name for d in exchanged) or "none")]
+        isolated = need or bool(exchanged)
+        probe.look(self.lp.spec.id, net.graph, f"{node.name} (loop body {net.graph.name})",
+                   ISOLATED if isolated else NO_CONFLICT, "ctrl-loop", steps, 0 if need or not exchanged else 2)
 
     def solve_loop(self, node: Node) -> None:
         idx = self.cfg.body_index
@@ -109,7 +148,10 @@ class CtrlNodeConflict:
         if net is None:
             return
         exchanged, bypass = self.body_data_to_netoutput(body, net)
-        if self.need_output_identity(body, net):
+        need, verdict = self.output_identity_verdict(body, net)
+        if self.lp.probe is not None:
+            self._why_not_loop(node, net, need, verdict, bypass, exchanged)
+        if need:
             anchors = [a for a in net.ins if a.idx not in bypass and a.peer is not None and not self.lp.f_skip_insert(a)]
             if anchors:
                 self.insert_multi(anchors, {"kind": "ctrl-loop-output", "parent": node.name, "body": body.name,
@@ -142,19 +184,27 @@ class CtrlNodeConflict:
         return exchanged, bypass
 
     def need_output_identity(self, body: Graph, net: Node) -> bool:
+        return self.output_identity_verdict(body, net)[0]
+
+    def output_identity_verdict(self, body: Graph, net: Node) -> tuple[bool, str]:
+        """IsWhileNeedInsertIdentityAtOutput, with the fact that decided it."""
         if len(net.ins) != 1:
-            return True
+            return True, f"the body's NetOutput has {len(net.ins)} inputs, not one"
         first = next((d for d in body.nodes() if self.p["data"](d)), None)
         if first is not None and len(first.outs) != 1:
-            return True
+            return True, f"the body's first Data {first.name} has {len(first.outs)} outputs, not one"
         table = self.lp.sym.build(self.lp.ctx.model, body)
         if len(table.anchors) == 2:
-            return True
+            return True, "the body has exactly two memory symbols"
         src = net.ins[0].peer
         if src is None:
-            return False
+            return False, "the body's one output has no producer"
         sym = table.of.get(src)
-        return any(not x.is_out and self.p["continuous_input"](x.node) for x in table.anchors.get(sym, []))
+        readers = [x.node.name for x in table.anchors.get(sym, []) if not x.is_out and self.p["continuous_input"](x.node)]
+        if readers:
+            return True, f"a continuous-input node reads the output's symbol {sym}: {', '.join(readers)}"
+        return False, (f"one output, one Data with one output, {len(table.anchors)} symbols (not two), and no "
+                       f"continuous-input reader of the output's symbol {sym}")
 
     def insert_multi(self, anchors: list[InAnchor], why: dict) -> Node:
         """One Identity with an input/output pair per anchor, inserted before each."""

@@ -17,7 +17,7 @@ from engine.passes.registry import Algorithm, register
 from engine.passes.context import Diagnostic
 from engine.dsl.compiler import Compiler
 from engine.dsl.ast import Expr
-from engine.core.errors import Collector, Loc
+from engine.core.errors import Cite, Collector, Loc
 from engine.core.graph import Graph, InAnchor, OutAnchor
 from engine.pack.model import Pack
 from engine.pack.loader import parse_rule_expr
@@ -116,6 +116,7 @@ class InplacePass:
         read_only = {table.of[o] for n in model.all_nodes(graph) if self.p["read_only_source"](n)
                      for o in n.outs if o in table.of}
         chosen: list[tuple[InAnchor, OutAnchor]] = []
+        rejected: dict[OutAnchor, list[dict]] = {}
         probe = self.ctx.probe
         for node in model.all_nodes(graph):
             if probe is not None and not probe.near and probe.wants_node(node):
@@ -134,6 +135,8 @@ class InplacePass:
             for o in sorted({o for o, _ in cand}):
                 for oo, i in cand:
                     if oo == o and i not in used:
+                        if sum(1 for x, _ in self.candidates(node) if x == o) > 1:      # a choice between inputs
+                            rejected[node.outs[o]] = self.rejected_inputs(graph, table, read_only, node, o, i, set(used))
                         used.add(i)
                         chosen.append((node.ins[i], node.outs[o]))
                         break
@@ -156,9 +159,15 @@ class InplacePass:
             src = i.peer
             if src is not None and src in table.of and o in table.of:
                 table.union(table.of[o], table.of[src])
+            details: dict = {"node": o.node.name, "output": o.idx, "input": i.idx}
+            cites: tuple = ()
+            if rejected.get(o):
+                cites = tuple(dict.fromkeys(r["rule_loc"] for r in rejected[o] if "rule_loc" in r))
+                details["rejected_inputs"] = [{k: (str(v.loc) if isinstance(v, Cite) else v) for k, v in r.items()}
+                                              for r in rejected[o]]
             self.ctx.diagnostics.append(Diagnostic("INPLACE_REUSE", "info",
                                                    f"{o.key} reuses the memory of {i.key}", self.spec.id,
-                                                   {"node": o.node.name, "output": o.idx, "input": i.idx}))
+                                                   details, cites))
         self.ctx.symbols = table
 
     # ---- why not (only with a probe: engine/passes/probe.py) ------------------------------
@@ -171,24 +180,8 @@ class InplacePass:
         if not cands:
             probe.look(self.spec.id, graph, node.name, NO_CONFLICT, "no-candidate", [ability], 0)
             return
-        pcite = {k: expr_cite(e, f"inplace.{k}") for k, e in self.cfg.predicates.items()}
         for o, i in cands:
-            if not (0 <= o < len(node.outs) and 0 <= i < len(node.ins)):
-                tests = [("ports exist", False, None)]
-            else:
-                out, inp = node.outs[o], node.ins[i]
-                tests = [
-                    ("the node is its input's producer's last consumer, on one stream, no blocking consumer",
-                     lambda: self.last_consumer_ok(node, inp), pcite.get("consumer_blocks")),
-                    ("equal byte sizes", lambda: _byte_size(out) == _byte_size(inp), None),
-                    ("the input's symbol is not read-only (fed by a read-only source)",
-                     lambda: inp in table.of and table.of[inp] not in read_only, pcite.get("read_only_source")),
-                    ("not no_inplace_node", lambda: not self.p["no_inplace_node"](node), pcite.get("no_inplace_node")),
-                    ("not excluded_output", lambda: not self.p["excluded_output"](out), pcite.get("excluded_output")),
-                    ("input and output in different symbols", lambda: table.of.get(inp) != table.of.get(out), None),
-                    ("no layout conflict in the merged symbol",
-                     lambda: not self.merged_conflict(graph, table, inp, out), None),
-                ]
+            tests = self._filters(graph, table, read_only, node, o, i)
             steps, failed = [ability], None
             for text, test, cite in tests:
                 ok = bool(test()) if callable(test) else bool(test)
@@ -201,6 +194,49 @@ class InplacePass:
                 probe.look(self.spec.id, graph, about, ISOLATED, "in-place", steps, None)
             else:
                 probe.look(self.spec.id, graph, about, NO_CONFLICT, "filter", steps, failed)
+
+    def _filters(self, graph: Graph, table: SymbolTable, read_only: set, node, o: int, i: int) -> list:
+        """The filters `run` applies to candidate (output o, input i), in its order: (text, test, cite)."""
+        pcite = {k: expr_cite(e, f"inplace.{k}") for k, e in self.cfg.predicates.items()}
+        if not (0 <= o < len(node.outs) and 0 <= i < len(node.ins)):
+            return [("ports exist", False, None)]
+        out, inp = node.outs[o], node.ins[i]
+        return [
+            ("the node is its input's producer's last consumer, on one stream, no blocking consumer",
+             lambda: self.last_consumer_ok(node, inp), pcite.get("consumer_blocks")),
+            ("equal byte sizes", lambda: _byte_size(out) == _byte_size(inp), None),
+            ("the input's symbol is not read-only (fed by a read-only source)",
+             lambda: inp in table.of and table.of[inp] not in read_only, pcite.get("read_only_source")),
+            ("not no_inplace_node", lambda: not self.p["no_inplace_node"](node), pcite.get("no_inplace_node")),
+            ("not excluded_output", lambda: not self.p["excluded_output"](out), pcite.get("excluded_output")),
+            ("input and output in different symbols", lambda: table.of.get(inp) != table.of.get(out), None),
+            ("no layout conflict in the merged symbol", lambda: not self.merged_conflict(graph, table, inp, out), None),
+        ]
+
+    def rejected_inputs(self, graph: Graph, table: SymbolTable, read_only: set, node, o: int, taken: int,
+                        used: set) -> list[dict]:
+        """Note [in-place on input i or j]: ProcessInplace reuses, per output, the first input of
+        `_output_inplace_ability` that passes every filter. The other inputs listed for output o,
+        and why each was not taken: the filter that dropped it (with the pack item it reads), an
+        earlier output took it, or it comes after the one taken."""
+        out = []
+        cands = [i for oo, i in self.candidates(node) if oo == o and i != taken]
+        order = [i for oo, i in self.candidates(node) if oo == o]
+        for i in dict.fromkeys(cands):
+            failed = next(((text, cite) for text, test, cite in self._filters(graph, table, read_only, node, o, i)
+                           if not (test() if callable(test) else test)), None)
+            if failed is not None:
+                why = {"input": i, "rejected": f"fails: {failed[0]}"}
+                if failed[1] is not None:
+                    why["rule_loc"] = failed[1]
+            elif i in used:
+                why = {"input": i, "rejected": "an earlier output reuses it already"}
+            elif order.index(i) > order.index(taken):
+                why = {"input": i, "rejected": f"input {taken} comes first in {self.cfg.ability_attr} and passes"}
+            else:
+                continue
+            out.append(why)
+        return out
 
     def merged_conflict(self, graph: Graph, table: SymbolTable, i: InAnchor, o: OutAnchor) -> bool:
         """IsGraphExistMemConflictSymbol on the one symbol {in_sym ∪ out_sym}."""

@@ -720,7 +720,7 @@ class LayoutPass:
         moved = [p.name for p in dst.node.in_ctrl if not self.hooks.keep_in_ctrl(p)]
         node = surgery.insert_before(dst, op, keep_ctrl=self.hooks.keep_in_ctrl, inherit=self.hooks.inherit)
         self._fixup_netoutput(node, [dst])
-        self.record(node, src, [dst], why, moved)
+        self.record(node, src, [dst], why, moved, isolated="input")
         return node
 
     def insert_after(self, src: OutAnchor, why: dict) -> Node:
@@ -733,7 +733,7 @@ class LayoutPass:
         moved = [s.name for s in src.node.out_ctrl] if move else []
         node = surgery.insert_after(src, dsts, op, move_ctrl=move, inherit=self.hooks.inherit)
         self._fixup_netoutput(node, dsts)
-        self.record(node, src, dsts, why, moved)
+        self.record(node, src, dsts, why, moved, isolated="output")
         return node
 
     def _fixup_netoutput(self, node: Node, dsts: list) -> None:
@@ -754,14 +754,20 @@ class LayoutPass:
                 node.op.is_input_const[min(k, len(node.op.input_desc) - 1)] = consts[dst.idx]
                 consts[dst.idx] = False
 
-    def record(self, node: Node, src, dsts: list, why: dict, moved: list, rule: str | None = None) -> None:
+    def record(self, node: Node, src, dsts: list, why: dict, moved: list, rule: str | None = None,
+               isolated: str = "") -> None:
         name = rule or why.get("checker", "")
         c = self.cfg.checkers.get(name)
         self.ctx.record(Insertion(
             name=node.name, type=node.type, graph=node.graph.name, pass_id=self.spec.id,
             rule=f"layout/{name}", cite=c.cite if c is not None else self.cfg.insert.cite(f"layout/{name}"),
             producer=anchor_ref(src), consumers=tuple(anchor_ref(d) for d in dsts), reason=why,
-            attrs=self.cfg.insert.attr_reasons(), moved_control=tuple(moved)))
+            attrs=self.cfg.insert.attr_reasons(), moved_control=tuple(moved), isolated=isolated,
+            choice=BUDGET_CHOICE if "budget" in why else ""))
+
+
+# the choice point of an input isolated because the analysis budget ran out (`_fallback`)
+BUDGET_CHOICE = "layout/budget-fallback"
 
 
 def _kind(step: Step) -> str:
@@ -783,4 +789,5 @@ def run(ctx, graph: Graph, cfg: LayoutConfig, spec) -> None:
 
 
 register(Algorithm("layout_conflict", "layout_conflict", load, run,
-                   "GE MemLayoutConflictOptimizer: anchor attributes per symbol, checkers, Identity insertion"))
+                   "GE MemLayoutConflictOptimizer: anchor attributes per symbol, checkers, Identity insertion",
+                   ("layout/ctrl-branch", "layout/ctrl-loop-output", "layout/ctrl-loop-exchange", BUDGET_CHOICE)))

@@ -581,7 +581,7 @@ class RWPass:
         op = build_op(self.ctx, self.cfg.insert, dst.node.graph, [desc], origin.node if origin else None, {})
         moved = [p.name for p in dst.node.in_ctrl if not self.hooks.keep_in_ctrl(p)]
         node = surgery.insert_before(dst, op, keep_ctrl=self.hooks.keep_in_ctrl, inherit=self.hooks.inherit)
-        self._record(node, src, [dst], reason, moved)
+        self._record(node, src, [dst], reason, moved, "input")
         return node
 
     def insert_after(self, src: OutAnchor, dst: InAnchor, reason: dict) -> Node:
@@ -589,10 +589,11 @@ class RWPass:
         move = not self.hooks.keep_out_ctrl(src.node)
         moved = [s.name for s in src.node.out_ctrl] if move else []
         node = surgery.insert_after(src, [dst], op, move_ctrl=move, inherit=self.hooks.inherit)
-        self._record(node, src, [dst], reason, moved)
+        self._record(node, src, [dst], reason, moved, "output")
         return node
 
-    def _record(self, node: Node, src: OutAnchor | None, dsts: list[InAnchor], reason: dict, moved: list[str]) -> None:
+    def _record(self, node: Node, src: OutAnchor | None, dsts: list[InAnchor], reason: dict, moved: list[str],
+                isolated: str) -> None:
         rule = reason.get("kind", "")
         cell = self.cfg.matrix_cites.get((reason.get("output_rw"), reason.get("input_rw"))) if rule == "matrix" else None
         cite = Cite(f"rw/{rule}", cell.loc, cell.span, cell.row) if cell is not None else self.cfg.insert.cite(f"rw/{rule}")
@@ -604,7 +605,8 @@ class RWPass:
             name=node.name, type=node.type, graph=node.graph.name, pass_id=self.spec.id,
             rule=cite.rule_id, cite=cite, producer=anchor_ref(src),
             consumers=tuple(anchor_ref(d) for d in dsts), reason=reason,
-            attrs=self.cfg.insert.attr_reasons(), moved_control=tuple(moved)))
+            attrs=self.cfg.insert.attr_reasons(), moved_control=tuple(moved), choice=f"rw/{rule}",
+            isolated=isolated))
 
     def _decisive(self, reason: dict) -> Cite | None:
         """Note [decisive typing rule]: the matrix only combines two types; the rule that
@@ -632,4 +634,5 @@ def run(ctx, graph: Graph, cfg: RWConfig, spec) -> None:
 
 
 register(Algorithm("rw_conflict", "rw_conflict", load, run,
-                   "GE HandleMemoryRWConflict: read/write typing, decision matrix, Identity insertion"))
+                   "GE HandleMemoryRWConflict: read/write typing, decision matrix, Identity insertion",
+                   ("rw/matrix", "rw/split-identity", "rw/subgraph-output")))

@@ -98,7 +98,12 @@ def session_of(ctx, cfg: VarPassConfig):
 def run(ctx, graph: Graph, cfg: VarPassConfig, spec) -> None:
     from engine.varmgr.passes import run_variable_pass
 
-    for ch in run_variable_pass(spec.config or spec.id, session_of(ctx, cfg), ctx.model, graph):
+    probe = ctx.probe
+    kept: list | None = [] if probe is not None and not probe.near else None
+    changes = run_variable_pass(spec.config or spec.id, session_of(ctx, cfg), ctx.model, graph, kept)
+    if kept:
+        _why_not(ctx, graph, cfg, spec, kept)
+    for ch in changes:
         reason = dict(ch.detail)
         if ch.kind == "inserted":
             node = next((g.find(ch.node) for g in ctx.model.graph_order if g.find(ch.node) is not None), None)
@@ -118,5 +123,28 @@ def run(ctx, graph: Graph, cfg: VarPassConfig, spec) -> None:
                                               {"node": ch.node, "graph": ch.graph, "rule": ch.rule, **reason}))
 
 
+def _why_not(ctx, graph: Graph, cfg: VarPassConfig, spec, kept: list) -> None:
+    """The places the variable pass left unchanged, for the nodes the probe asks about
+    (a graph-wide decision answers for every asked node of the graph)."""
+    from engine.passes.probe import NO_CONFLICT, Step
+
+    probe = ctx.probe
+    asked = sorted({n for n in (*probe.nodes, *(a.node for a in probe.anchors)) if n.graph is graph},
+                   key=lambda n: n.name)
+    for k in kept:
+        for node in ([k.node] if k.node is not None else asked):
+            if k.node is not None and not probe.wants_node(node):
+                continue
+            step = Step(k.test, k.result, cfg.cite(k.rule), k.facts)
+            probe.look(spec.id, graph, node.name if k.node is not None else f"{node.name} (the whole graph)",
+                       NO_CONFLICT, "unchanged", [step], 0)
+
+
+def _choice_points() -> tuple[str, ...]:
+    from engine.varmgr.passes import prepare
+    return (prepare.RULE_REF, prepare.RULE_IDENTITY, prepare.RULE_REF_IDENTITY)
+
+
 register(Algorithm(ALGORITHM, "var_policy", load, run,
-                   "GE's variable passes (VariablePrepareOp, VariableOp, VarIsInitializedOp, VariableRefDeleteOp)"))
+                   "GE's variable passes (VariablePrepareOp, VariableOp, VarIsInitializedOp, VariableRefDeleteOp)",
+                   _choice_points()))

@@ -23,20 +23,22 @@ from engine.varmgr.passes.variable_op import run_variable_op
 
 # name → run(session, model, graph); `session` is a VarSession (its graph_id names the
 # graph being compiled), `graph` the root or a subgraph of `model`.
+# `kept`: a list the pass appends its no-change decisions to (Kept), or None (normal runs)
 PASSES: dict[str, Callable[..., list[Change]]] = {
-    "variable_prepare": lambda s, model, graph: run_variable_prepare(graph, s.pool.policy),         # VariablePrepareOpPass
-    "variable_op": lambda s, model, graph: run_variable_op(graph, s.manager, s.ctrl, s.graph_id),   # VariableOpPass
-    "var_is_initialized": lambda s, model, graph: run_var_is_initialized(graph, s.manager),         # VarIsInitializedOpPass
-    "variable_ref_delete": lambda s, model, graph: run_variable_ref_delete(model, graph, s.pool.policy),
+    "variable_prepare": lambda s, model, graph, kept: run_variable_prepare(graph, s.pool.policy, kept),  # VariablePrepareOpPass
+    "variable_op": lambda s, model, graph, kept: run_variable_op(graph, s.manager, s.ctrl, s.graph_id, kept),  # VariableOpPass
+    "var_is_initialized": lambda s, model, graph, kept: run_var_is_initialized(graph, s.manager, kept=kept),  # VarIsInitializedOpPass
+    "variable_ref_delete": lambda s, model, graph, kept: run_variable_ref_delete(model, graph, s.pool.policy, kept),
     "variable_ref_useless_control_out_delete":                                                      # VariableRefUselessControlOutDeletePass
-        lambda s, model, graph: run_variable_ref_useless_control_out_delete(graph, s.pool.policy),
+        lambda s, model, graph, kept: run_variable_ref_useless_control_out_delete(graph, s.pool.policy, kept),
 }
 PASS_IDS = tuple(PASSES)
 
 
-def run_variable_pass(name: str, session, model, graph) -> list[Change]:
-    """Run the variable pass `name` (a key of PASSES) on `graph`."""
-    return PASSES[name](session, model, graph)
+def run_variable_pass(name: str, session, model, graph, kept: list | None = None) -> list[Change]:
+    """Run the variable pass `name` (a key of PASSES) on `graph`; with `kept`, also the
+    places it decided to leave unchanged (engine/varmgr/passes/util.py Kept)."""
+    return PASSES[name](session, model, graph, kept)
 
 
 # Note [variable citations]: the variable passes' rules are GE's code, not pack rules;

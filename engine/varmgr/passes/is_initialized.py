@@ -7,7 +7,7 @@ from engine.proto import ge_ir_pb2 as pb
 from engine.core.surgery import link, link_ctrl, new_node, remove_node
 from engine.varmgr.manager import VarManager
 from engine.varmgr.policy import one
-from engine.varmgr.passes.util import Change
+from engine.varmgr.passes.util import Change, keep
 from engine.varmgr.passes.util import data_in_nodes
 
 PASS_ID = "var_is_initialized"
@@ -15,7 +15,7 @@ RULE = "var/is-initialized-to-const"
 
 
 def run_var_is_initialized(graph: Graph, mgr: VarManager,
-                           inited: dict[Node, frozenset[Node]] | None = None) -> list[Change]:
+                           inited: dict[Node, frozenset[Node]] | None = None, kept: list | None = None) -> list[Change]:
     """Visit the direct nodes in order; `inited` (optional) receives each node's initialized set.
 
     Note [inited sets by node]: GE keys the sets by node id; ids in a dump are not
@@ -28,6 +28,8 @@ def run_var_is_initialized(graph: Graph, mgr: VarManager,
     # replacing such a node; propagating them is O(nodes × variables), so a run that
     # does not ask for them skips it when there is nothing to replace
     if inited is None and not any(n.type in types.var_is_initialized for n in nodes):
+        keep(kept, None, RULE, f"a {' or '.join(sorted(types.var_is_initialized))} node in graph {graph.name}",
+             "none: nothing to replace")
         return changes
     inited = {} if inited is None else inited
     for node in nodes:

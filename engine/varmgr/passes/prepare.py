@@ -11,7 +11,7 @@ from engine.core.errors import PassFailure
 from engine.core.graph import Graph, Node
 from engine.core.surgery import insert_before, link, link_ctrl, make_op, new_node, replace_peer
 from engine.varmgr.policy import VarPolicy, one
-from engine.varmgr.passes.util import Change
+from engine.varmgr.passes.util import Change, keep
 
 PASS_ID = "variable_prepare"
 RULE_REF = "var/ref-after-writer"
@@ -21,9 +21,11 @@ RULE_REF_IDENTITY = "var/ref-identity-for-ref-input"
 RefMap = dict[str, dict[int, list[int]]]
 
 
-def run_variable_prepare(graph: Graph, policy: VarPolicy) -> list[Change]:
+def run_variable_prepare(graph: Graph, policy: VarPolicy, kept: list | None = None) -> list[Change]:
     ref_map = build_ref_map(graph, policy)
     if not ref_map:
+        keep(kept, None, RULE_REF, f"a node of graph {graph.name} with a ref input (an input named like "
+             "an output, or ref_port_index)", "none: no writer, so no VariableRef")
         return []                                    # "No need to add variable_ref."
     changes: list[Change] = []
     for var in graph.node_list():
@@ -32,9 +34,21 @@ def run_variable_prepare(graph: Graph, policy: VarPolicy) -> list[Change]:
         for anchor in list(var.outs):
             for peer in list(anchor.peers):
                 if _is_ref_node(peer.node, policy):
+                    keep(kept, var, RULE_REF, f"consumer {peer.node.name}:{peer.idx} writes {var.name}",
+                         f"no: it is a VariableRef ({policy.attrs.ref_var_src_var_name}), not a writer")
                     continue
-                for o in ref_outputs(peer.node, peer.idx, ref_map, policy):
-                    _walk(peer.node, peer.idx, o, var, ref_map, policy, changes)
+                outs = ref_outputs(peer.node, peer.idx, ref_map, policy)
+                if not outs and peer.node.type in policy.op_types.framework_op:
+                    original = typed_attr(peer.node.op.attr, policy.attrs.original_type, "s") or ""
+                    keep(kept, var, RULE_REF, f"consumer {peer.node.name}:{peer.idx} writes {var.name}",
+                         f"no: a {peer.node.type} is looked up in the framework_ref_ports table by its "
+                         f"original_type ({original or 'none'}), which gives input {peer.idx} no ref output")
+                elif not outs:
+                    keep(kept, var, RULE_REF, f"consumer {peer.node.name}:{peer.idx} writes {var.name}",
+                         f"no: input {peer.idx} of {peer.node.type} has no ref output",
+                         ("ref inputs of " + peer.node.type, sorted(ref_map.get(peer.node.type, {}))))
+                for o in outs:
+                    _walk(peer.node, peer.idx, o, var, ref_map, policy, changes, kept)
     return changes
 
 
@@ -87,7 +101,7 @@ def build_ref_map(graph: Graph, policy: VarPolicy) -> RefMap:
 
 
 def _walk(start: Node, in_idx: int, o: int, var: Node, ref_map: RefMap, policy: VarPolicy,
-          changes: list[Change]) -> None:
+          changes: list[Change], kept: list | None = None) -> None:
     # each entry carries the writer chain that led to it as a linked list (O(1) per step)
     stack = [(start, in_idx, o, (f"{start.name}:{in_idx}", None))]
     seen: set[tuple[int, int, int]] = set()
@@ -104,12 +118,16 @@ def _walk(start: Node, in_idx: int, o: int, var: Node, ref_map: RefMap, policy: 
                         further.append((peer.node, peer.idx, o2, (f"{peer.node.name}:{peer.idx}", chain)))
         if further:
             if node.out_ctrl:
-                add_variable_ref(node, var, out_idx, policy, changes, chain)
+                add_variable_ref(node, var, out_idx, policy, changes, chain, kept)
+            else:
+                keep(kept, node, RULE_REF, f"{node.name}:{out_idx} is the last writer of {var.name}",
+                     "no: a later writer follows and it has no control successors to order",
+                     ("later writers", [f"{n.name}:{i}" for n, i, _, _ in further]))
             stack.extend(reversed(further))
         elif node.type in policy.op_types.framework_op:
             continue
         elif out_idx < len(node.outs):
-            add_variable_ref(node, var, out_idx, policy, changes, chain)
+            add_variable_ref(node, var, out_idx, policy, changes, chain, kept)
         else:
             insert_variable_ref(node, i, var, policy, changes, chain)
 
@@ -141,12 +159,16 @@ def _ref_op(var: Node, name: str, policy: VarPolicy):
     return op
 
 
-def add_variable_ref(w: Node, var: Node, o: int, policy: VarPolicy, changes: list[Change], chain=None) -> None:
+def add_variable_ref(w: Node, var: Node, o: int, policy: VarPolicy, changes: list[Change], chain=None,
+                     kept: list | None = None) -> None:
     if o >= len(w.outs):
+        keep(kept, w, RULE_REF, f"{w.name} has output {o} for the ref", f"no: it has {len(w.outs)} outputs")
         return                                       # warning in GE, SUCCESS
     key = policy.attrs.ref_var_src_var_name
     for peer in w.outs[o].peers:
         if peer.node.type in policy.op_types.var_like and typed_attr(peer.node.op.attr, key, "s") == var.name:
+            keep(kept, w, RULE_REF, f"{w.name}:{o} already feeds a VariableRef of {var.name}",
+                 f"yes: {peer.node.name}")
             return                                   # already has its VariableRef
     op = _ref_op(var, policy.node_names.ref.format(var=var.name, node=w.name, index=o), policy)
     label = typed_attr(w.op.attr, policy.attrs.stream_label, "s")

@@ -20,7 +20,7 @@ from engine.core.errors import PassFailure
 from engine.core.graph import Graph, Model, OutAnchor
 from engine.core.surgery import isolate, remove_node
 from engine.varmgr.policy import VarPolicy
-from engine.varmgr.passes.util import Change
+from engine.varmgr.passes.util import Change, keep
 
 PASS_ID = "variable_ref_delete"
 RULE = "var/ref-into-writer-desc"
@@ -40,13 +40,15 @@ def _var_like_names(model: Model, var_like) -> set[str]:
     return got
 
 
-def run_variable_ref_delete(model: Model, graph: Graph, policy: VarPolicy) -> list[Change]:
+def run_variable_ref_delete(model: Model, graph: Graph, policy: VarPolicy, kept: list | None = None) -> list[Change]:
     key = policy.attrs.ref_var_src_var_name
     var_like = policy.op_types.var_like
     changes: list[Change] = []
     for node in graph.node_list():
         src = typed_attr(node.op.attr, key, "s") if node.type in var_like else None
         if src is None:
+            if node.type in var_like:
+                keep(kept, node, RULE, f"{node.name} is a VariableRef (carries {key})", "no: a variable, kept")
             continue
         if src not in _var_like_names(model, var_like):
             raise PassFailure(PASS_ID, f"Can not find source variable[{src}] of variable ref[{node.name}]",

@@ -11,25 +11,34 @@ from engine.core.attrs import typed_attr
 from engine.core.graph import Graph
 from engine.core.surgery import unlink_ctrl
 from engine.varmgr.policy import VarPolicy
-from engine.varmgr.passes.util import Change, data_in_nodes
+from engine.varmgr.passes.util import Change, data_in_nodes, keep
 
 PASS_ID = "variable_ref_useless_control_out_delete"
 RULE = "var/ref-useless-control-out"
 
 
-def run_variable_ref_useless_control_out_delete(graph: Graph, policy: VarPolicy) -> list[Change]:
+def run_variable_ref_useless_control_out_delete(graph: Graph, policy: VarPolicy, kept: list | None = None) -> list[Change]:
     key = policy.attrs.ref_var_src_var_name
     changes: list[Change] = []
     for node in graph.node_list():
-        if node.type not in policy.op_types.var_like or not node.out_ctrl:
+        if node.type not in policy.op_types.var_like:
+            continue
+        if not node.out_ctrl:
+            keep(kept, node, RULE, f"{node.name} has control successors", "no: nothing to drop")
             continue
         src = typed_attr(node.op.attr, key, "s")
         producers = data_in_nodes(node) if src is not None else []
         if not producers:
+            keep(kept, node, RULE, f"{node.name} is a VariableRef with a writer on its input",
+                 "no: not a VariableRef" if src is None else "no: no data input (GE warns)")
             continue
         writer = producers[0]
         ordered = {p.node for o in writer.outs for p in o.peers} | writer.out_ctrl_set
         dropped = [s for s in node.out_ctrl if s in ordered]
+        if not dropped:
+            keep(kept, node, RULE, f"a control successor of {node.name} its writer {writer.name} already precedes",
+                 "none: every control edge orders something new",
+                 ("control successors", [s.name for s in node.out_ctrl]))
         for succ in dropped:
             unlink_ctrl(node, succ)
         if dropped:

@@ -25,3 +25,22 @@ class Change:
     graph: str
     rule: str             # e.g. "var/ref-after-writer"
     detail: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """A place where a variable pass decided to change nothing, and the fact that decided it
+    (recorded only when asked: `memconflict explain --why-not`). `node` None: the whole graph."""
+
+    node: Node | None
+    rule: str             # the pass's rule (its policy entry is the citation)
+    test: str             # what the pass tested
+    result: str           # the decisive answer
+    facts: tuple = ()     # ((label, value), ...)
+
+
+def keep(kept: list | None, node: Node | None, rule: str, test: str, result: str, *facts) -> None:
+    """Record a Kept when a list is given (why-not runs); a no-op otherwise."""
+    if kept is not None:
+        kept.append(Kept(node, rule, test, result,
+                         tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in facts)))

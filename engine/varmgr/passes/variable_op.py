@@ -20,7 +20,7 @@ from engine.varmgr.nodes import output_desc, var_op
 from engine.varmgr.policy import TransSupport, VarPolicy
 from engine.varmgr.rebuild import GraphRebuildStateCtrl
 from engine.varmgr.records import TransNodeInfo, VarError
-from engine.varmgr.passes.util import Change
+from engine.varmgr.passes.util import Change, keep
 from engine.varmgr.passes.util import data_in_nodes, out_data_nodes
 
 PASS_ID = "variable_op"
@@ -28,8 +28,13 @@ RULE = "var/format-fusion"
 
 
 def run_variable_op(graph: Graph, mgr: VarManager, ctrl: GraphRebuildStateCtrl | None,
-                    graph_id: int) -> list[Change]:
-    if graph.parent_node is not None or mgr.has_shared_var_mem_between_batch():
+                    graph_id: int, kept: list | None = None) -> list[Change]:
+    if graph.parent_node is not None:
+        keep(kept, None, RULE, f"graph {graph.name} is a root graph", "no: VariableOpPass runs on root graphs only")
+        return []
+    if mgr.has_shared_var_mem_between_batch():
+        keep(kept, None, RULE, "variables share memory between batches (HasSharedVarMemBetweenBatch)",
+             "yes: no format fusion")
         return []
     if ctrl is None:
         raise PassFailure(PASS_ID, "INTERNAL_ERROR: no GraphRebuildStateCtrl")
@@ -38,9 +43,16 @@ def run_variable_op(graph: Graph, mgr: VarManager, ctrl: GraphRebuildStateCtrl |
     changes: list[Change] = []
     for name, (same_vars, refs) in _same_variables(graph, policy).items():
         if not ctrl.is_var_permit_to_change_formats(name):
+            for v in same_vars:
+                keep(kept, v, RULE, f"{name} may change its format (GraphRebuildStateCtrl)",
+                     "no: its one format change is spent")
             continue
-        road, removed = _fusion_if_need(same_vars, refs, policy)
+        why: list[str] = []
+        road, removed = _fusion_if_need(same_vars, refs, policy, why)
         if not road:
+            for v in same_vars:
+                keep(kept, v, RULE, f"every consumer of {name} is one supported trans op",
+                     f"no: {why[0] if why else 'no trans op follows'}")
             continue
         mgr.set_trans_road(name, road)
         mgr.set_changed_graph_id(name, graph_id)
@@ -85,14 +97,16 @@ def _same_variables(graph: Graph, policy: VarPolicy) -> dict[str, tuple[list[Nod
     return groups
 
 
-def _fusion_if_need(same_vars: list[Node], refs: list[Node], policy: VarPolicy):
+def _fusion_if_need(same_vars: list[Node], refs: list[Node], policy: VarPolicy, why: list | None = None):
     road: list[TransNodeInfo] = []
     removed: list[tuple[str, str]] = []
     while True:
-        step = _check_same_and_trans_op(same_vars, policy)
+        step = _check_same_and_trans_op(same_vars, policy, why if not road else None)
         if step is None:
             break
         if not _check_variable_ref_legally(same_vars, refs):
+            if why is not None:
+                why.insert(0, "a VariableRef's connection does not mirror the trans op's (illegal ref)")
             return [], []
         if not road:
             var_out = output_desc(same_vars[0], policy)
@@ -107,7 +121,9 @@ def _key(desc: TensorDesc) -> str:
     return f"{desc.format}-{desc.dtype}-" + "".join(f"{d}-" for d in desc.dims)
 
 
-def _check_same_and_trans_op(same_vars: list[Node], policy: VarPolicy) -> TransNodeInfo | None:
+def _check_same_and_trans_op(same_vars: list[Node], policy: VarPolicy,
+                             why: list | None = None) -> TransNodeInfo | None:
+    """The trans step every consumer makes alike, or None (`why` gets the reason)."""
     fusion = policy.format_fusion
     keys: set[str] = set()
     step = None
@@ -117,6 +133,10 @@ def _check_same_and_trans_op(same_vars: list[Node], policy: VarPolicy) -> TransN
                 consumer = peer.node
                 op = fusion.trans_op(consumer.type)
                 if op is None or peer.idx != op.data_index or not consumer.op.output_desc:
+                    if why is not None:
+                        why.append(f"consumer {consumer.name} ({consumer.type}) is not a supported trans op "
+                                   f"fed at its data input" if op is None or peer.idx != op.data_index
+                                   else f"consumer {consumer.name} has no output description")
                     return None
                 out = output_desc(consumer, policy)
                 keys.add(_key(out))
@@ -124,8 +144,14 @@ def _check_same_and_trans_op(same_vars: list[Node], policy: VarPolicy) -> TransN
                     in_desc = desc_from_proto(consumer.op.input_desc[peer.idx], policy.attrs.init_value)
                     step = TransNodeInfo(consumer.type, in_desc, out)
     if step is None or len(keys) != 1:
+        if why is not None:
+            why.append("it has no consumer" if step is None else f"its consumers produce {len(keys)} different outputs")
         return None                     # "trans_op type size ... is over 1, Currently not supported"
-    return step if _is_trans_support(step, policy) else None
+    if not _is_trans_support(step, policy):
+        if why is not None:
+            why.append(f"the {step.node_type} step is not a supported transfer (format, dtype or unknown shape)")
+        return None
+    return step
 
 
 def _is_trans_support(step: TransNodeInfo, policy: VarPolicy) -> bool:

@@ -8,7 +8,7 @@ where the build would put the variable without changing the run's output.
 """
 from __future__ import annotations
 
-from engine.report.explain import step
+from engine.report.explain import is_rejected_step, step
 
 
 def link_variables(report: dict, ctx, plan=None) -> None:
@@ -39,7 +39,10 @@ def link_variables(report: dict, ctx, plan=None) -> None:
             text = (f"the variable is {name}: planned at {e.address} ({e.memory_type}, VarKey {e.key}) "
                     f"in {where}")
         r["variable"] = link
-        r.setdefault("explanation", []).append(step(text))
+        steps = r.setdefault("explanation", [])
+        # a fact of the decision: before the rejected alternatives, which close the card
+        at = next((i for i, s in enumerate(steps) if is_rejected_step(r, s)), len(steps))
+        steps.insert(at, step(text))
 
 
 def _fresh_plan(ctx):

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 from engine.cli import main
+from engine.report.explain import is_rejected_step
 
 CASE = Path(__file__).resolve().parents[1] / "cases" / "variables" / "own-prepare-refswitch.yaml"
 BASE = 137_438_953_472
@@ -23,7 +24,11 @@ def test_variable_insertions_name_their_variable_and_address(tmp_path):
     assert link == {"name": "var", "node": "var", "graph": "root", "address": BASE, "memory_type": "HBM",
                     "var_key": "var0_0", "planned_in": "a fresh session"}
     assert "variable" not in by_name["Identity_assign_TO_refmerge_0"]      # its facts name no variable
-    step = by_name["var_TO_assign_REF_0"]["explanation"][-1]["text"]
+    record = by_name["var_TO_assign_REF_0"]
+    # the last step of the decision path, before the card's rejected alternatives
+    decision = [s for s in record["explanation"] if not is_rejected_step(record, s)]
+    assert len(decision) < len(record["explanation"])
+    step = decision[-1]["text"]
     assert step == f"the variable is var: planned at {BASE} (HBM, VarKey var0_0) in a fresh session"
     html = (tmp_path / "r.html").read_text()
     assert step in html

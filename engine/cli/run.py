@@ -133,7 +133,8 @@ def cmd_run(args) -> int:
     def prepare(ctx):
         from engine.passes.budget import parse_budgets
         # the report's variable links place the graph once more: only when a report is written
-        ctx.var_links = bool(args.report_json or args.report_html or getattr(args, "format", "text") == "json")
+        ctx.var_links = bool(args.report_json or args.report_html or getattr(args, "sarif", None)
+                             or getattr(args, "format", "text") != "text")
         ctx.probe = probe
         ctx.budgets = parse_budgets(args.budget, ctx.pack)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from engine.runtime.mif import Mif, bits_of, to_all_bit
 from engine.runtime.msalloc import Block, BlockPool, GeFailure, L1, Tensor, World
-from engine.runtime.tracefile import Trace
+from engine.runtime.tracefile import Trace, no_gc
 
 
 class Event:
@@ -268,7 +268,9 @@ class Runner:
         [partial events]: GE stops at a bad id after doing the ones before it; so does this (the
         caller walks the list and fails at the first bad id)."""
         table = self.event_table
-        rt = b.get("rt_events", len(table))
+        rt = b.get("rt_events")
+        if rt is None:
+            return table
         rt = len(rt) if isinstance(rt, list) else rt
         if len(table) > rt:
             raise GeFailure(self.st["failed"], f"rt events ({rt}) not enough, at least {len(table)}")
@@ -290,12 +292,17 @@ class Runner:
         alloc = self._alloc(b["allocator"])
         table = self._events_of(b)
         log = self.world.events
+        bits, local, borrow = self.rules.stream_bits, alloc.local, alloc.borrow
+        n, own = self.world.stream_num, alloc.stream
         for eid in b["ids"]:
             ev = self._event(table, eid)
-            self._bit(ev.dst)
-            for block in alloc.local_blocks(ev.dst, None):
-                ev.free_by_src.append((block, block.version))
-            ev.return_birth.extend(alloc.borrow.get_and_clear(ev.dst))
+            dst = ev.dst
+            if not 0 <= dst < bits:
+                self._bit(dst)
+            if local.entries:
+                ev.free_by_src += [(block, block.version) for block in local.walk(own, n, dst, None)]
+            if borrow.by_stream:
+                ev.return_birth += borrow.get_and_clear(dst)
             log.append({"kind": "rt_record", "event": ev.id})
 
     def op_wait_events(self, b):
@@ -304,13 +311,16 @@ class Runner:
         st = self.st
         for eid in b["ids"]:
             ev = self._event(table, eid)
-            for block, version in ev.free_by_src:
-                if block is not None and version == block.version:
-                    block.sync_local(ev.src, ev.dst, st)
-            ev.free_by_src = []
-            for block in ev.return_birth:
-                alloc.birth_recycle(block)
-            ev.return_birth = []
+            if ev.free_by_src:
+                src, dst = ev.src, ev.dst
+                for block, version in ev.free_by_src:
+                    if block is not None and version == block.version:
+                        block.sync_local(src, dst, st)
+                ev.free_by_src = []
+            if ev.return_birth:
+                for block in ev.return_birth:
+                    alloc.birth_recycle(block)
+                ev.return_birth = []
 
     def op_last_wait_events(self, b):
         table = self._events_of(b)
@@ -385,7 +395,8 @@ def simulate(trace: Trace, rules, state: str = "all", timeline: list | None = No
     """The steps of `trace`; `timeline` (when given) receives the run's (step, kind, stream,
     object) records: pool acquisitions and recycles, for the picture."""
     runner = Runner(trace, rules, state, timeline is not None)
-    out = runner.run()
+    with no_gc():
+        out = runner.run()
     if timeline is not None:
         timeline.extend(runner.timeline)
     return out

@@ -122,8 +122,11 @@ class Block:
         if self.mem is not None:
             raise GeFailure(statuses["param_invalid"], f"block {self.name}: origin mem_block is not cleared")
         self.mem, self.kind = mem, kind
-        self.reinit_mifs()
-        self.new_access(birth.stream, birth.stream, statuses)
+        # ReInitMifs, then NewAccess(birth, birth) on the cleared rows and counts
+        s, n = birth.stream, birth.world.stream_num
+        self.mif.rows = [1 << s] * n
+        counts = self.counts = [0] * n
+        counts[s] = 1
 
     def reinit_mifs(self) -> None:
         n = self.birth.world.stream_num

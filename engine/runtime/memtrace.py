@@ -37,6 +37,7 @@ class Runner:
         self.event_table = [Event(i, e["src"], e["dst"], [tuple(x) for x in e.get("free_by_src", [])],
                                   e.get("return_birth", [])) for i, e in enumerate(trace.events)]
         self.ops = trace.ops
+        self.allocs = self.world.allocators
 
     # -- running -----------------------------------------------------------------------
     def run(self) -> dict:
@@ -82,13 +83,16 @@ class Runner:
 
     # -- allocator ops -----------------------------------------------------------------
     def op_malloc(self, b):
+        name = b["as"]
         try:
-            block = self._alloc(b["stream"]).malloc(b["size"])
+            block = self.allocs[b["stream"]].malloc(b["size"])
         except GeFailure:
-            self._bind(b["as"], None)
+            self._bind(name, None)
             raise
-        self._bind(b["as"], block)
-        if block is None:
+        self.blocks[name] = block
+        if block is not None:
+            block.name = name
+        else:
             raise GeFailure(self.st["alloc_failed"], f"malloc of {b['size']} bytes on stream {b['stream']} failed")
         return block.oid
 
@@ -114,7 +118,8 @@ class Runner:
         block.free(b["stream"])
 
     def op_new_access(self, b):
-        self._block(b).new_access(b["src"], b["dst"], self.st)
+        block = self.blocks[b["block"]]
+        (block if block is not None else self._block(b)).new_access(b["src"], b["dst"], self.st)
 
     def op_sync_local_recycle(self, b):
         self._block(b).sync_local(b["src"], b["dst"], self.st)
@@ -289,7 +294,7 @@ class Runner:
         return ev
 
     def op_send_events(self, b):
-        alloc = self._alloc(b["allocator"])
+        alloc = self.allocs[b["allocator"]]
         table = self._events_of(b)
         log = self.world.events
         bits, local, borrow = self.rules.stream_bits, alloc.local, alloc.borrow
@@ -306,7 +311,7 @@ class Runner:
             log.append({"kind": "rt_record", "event": ev.id})
 
     def op_wait_events(self, b):
-        alloc = self._alloc(b["allocator"])
+        alloc = self.allocs[b["allocator"]]
         table = self._events_of(b)
         st = self.st
         for eid in b["ids"]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 
-from engine.runtime.mif import LocalRecycleList, Mif
+from engine.runtime.mif import LocalRecycleList, Mif, VersionEntry
 
 
 class GeFailure(Exception):
@@ -143,10 +143,9 @@ class Block:
             rows[i] |= bit
 
     def free(self, stream: int) -> None:
-        if self.mem is None or not 0 <= stream < len(self.counts):
-            return
-        birth = self.birth
-        (birth if stream == birth.stream else birth.world.allocators[stream]).free(self)
+        if self.mem is not None and 0 <= stream < len(self.counts):
+            birth = self.birth
+            (birth if stream == birth.stream else birth.world.allocators[stream]).free(self)
 
     def sync_local(self, src: int, dst: int, statuses: dict) -> None:
         n = len(self.counts)
@@ -286,9 +285,10 @@ class Allocator:
         s = self.stream
         need_recycle = False
         counts, rows = block.counts, block.mif.rows
-        if counts[s] > 0:
-            counts[s] -= 1
-            if counts[s] == 0:
+        c = counts[s]
+        if c > 0:
+            counts[s] = c = c - 1
+            if c == 0:
                 need_recycle = True
                 rows[s] &= ~(1 << s)
         if not rows[s]:
@@ -296,10 +296,14 @@ class Allocator:
                 self.birth_recycle(block)
             else:
                 self.borrow_recycle(block)
-            return
-        if need_recycle:
-            self.local.push(block)
-            self.world.recycle("local", s, block)
+        elif need_recycle:
+            local = self.local
+            local.entries[local.seq] = VersionEntry(block.version, block)    # LocalRecycleList.push
+            local.seq += 1
+            world = self.world
+            world.events.append({"kind": "recycle", "mode": "local", "stream": s, "block": block.name})
+            if world.timeline is not None:
+                world.timeline.append((world.step, "local", s, block.oid))
 
     def birth_recycle(self, block: Block) -> None:
         st = self.world.statuses

@@ -149,6 +149,14 @@ class Runner:
         block.version += 1
         return block.version
 
+    def op_move_l2_to_l1(self, b):
+        name = b.get("block")
+        block = self.blocks[name] if name is not None else self.tensors[b["block_of"]].block
+        if block is None:        # GE_ASSERT_NOTNULL(block): a checked failure, not a null dereference
+            raise GeFailure(self.st["failed"], f"MoveL2ToL1 of a null block ('{name or b['block_of']}')")
+        block.move_l2_to_l1(self.st)
+        return block.mem.addr
+
     def op_reinit(self, b):
         block = self.blocks.get(b["as"])
         if block is None:

@@ -28,6 +28,7 @@ OPS: dict[str, dict[str, str]] = {
     "get_and_clear_borrow": {"allocator": _S, "dst": _I},
     "birth_recycle": {"allocator": _S, "block": "block"},
     "plus_version": {"block": "block"},
+    "move_l2_to_l1": {"block": "opt:block", "block_of": "opt:tensor"},
     "reinit": {"allocator": _S, "mem": "mem?", "as": "new:block"},
     "add_count": {"block": "block", "stream": _I},
     "sub_count": {"block": "block", "stream": _I},
@@ -54,6 +55,7 @@ OPS: dict[str, dict[str, str]] = {
     "free_tensor": {"tensor": "tensor"},
 }
 ONE_OF = {"sync_local_recycle": ("block", "block_of"), "sync_all_local_recycle": ("block", "block_of"),
+          "move_l2_to_l1": ("block", "block_of"),
           "pool_acquire": ("mem", "size")}
 TOP_KEYS = ("streams", "l1", "events", "ops", "placement")
 EVENT_OPS = ("send_events", "wait_events", "last_wait_events")

@@ -166,7 +166,7 @@ def _variants(name, spec):
     good = {"int": 1, "stream": 1, "str": "p", "ints": [0, 1], "pairs": [[0, 1]], "count": 2,
             "block": "b", "tensor": "t", "mem": "m", "mif": "f"}
     def value(kind):
-        kind = kind[4:] if kind.startswith("opt:") else kind.rstrip("?")
+        kind = (kind[4:] if kind.startswith("opt:") else kind.rstrip("?")).removesuffix("|null")
         return "new_name" if kind.startswith("new:") else good[kind]
     full = {k: value(kind) for k, kind in spec.items()}
     bases = [full]

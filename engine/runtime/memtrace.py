@@ -268,6 +268,8 @@ class Runner:
 
     # -- events ------------------------------------------------------------------------
     def op_create_events(self, b):
+        if b["infos"] is None:
+            raise GeFailure(self.st["failed"], "CreateGertEvents: the event infos input is null")
         infos = [(x["src"], x["dst"]) if isinstance(x, dict) else tuple(x) for x in b["infos"]]
         self.event_table = [Event(i, s, d) for i, (s, d) in enumerate(infos)]
         return [{"id": e.id, "src": e.src, "dst": e.dst} for e in self.event_table]
@@ -277,10 +279,13 @@ class Runner:
                                   e.get("return_birth", [])) for i, e in enumerate(b)]
 
     def _events_of(self, b) -> list[Event]:
-        """DoEvents: the rt events must cover the table and every id must name an event. Note
-        [partial events]: GE stops at a bad id after doing the ones before it; so does this (the
-        caller walks the list and fails at the first bad id)."""
+        """DoEvents: no input may be null, the rt events must cover the table and every id must
+        name an event. Note [partial events]: GE stops at a bad id after doing the ones before
+        it; so does this (the caller walks the list and fails at the first bad id)."""
         table = self.event_table
+        if b["ids"] is None or b.get("allocator", 0) is None or b.get("rt_events", 0) is None:
+            null = [k for k in ("ids", "allocator", "rt_events") if k in b and b[k] is None]
+            raise GeFailure(self.st["failed"], f"the kernel's {', '.join(null)} input is null")
         rt = b.get("rt_events")
         if rt is None:
             return table
@@ -302,8 +307,8 @@ class Runner:
         return ev
 
     def op_send_events(self, b):
-        alloc = self.allocs[b["allocator"]]
         table = self._events_of(b)
+        alloc = self.allocs[b["allocator"]]
         log = self.world.events
         bits, local, borrow = self.rules.stream_bits, alloc.local, alloc.borrow
         n, own = self.world.stream_num, alloc.stream
@@ -319,8 +324,8 @@ class Runner:
             log.append({"kind": "rt_record", "event": ev.id})
 
     def op_wait_events(self, b):
-        alloc = self.allocs[b["allocator"]]
         table = self._events_of(b)
+        alloc = self.allocs[b["allocator"]]
         st = self.st
         for eid in b["ids"]:
             ev = self._event(table, eid)

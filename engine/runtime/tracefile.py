@@ -14,7 +14,8 @@ from engine.core.errors import InputError, Loc, Problem, did_you_mean, display_p
 from engine.core.yamlloc import YList, YMap, load_yaml
 
 # field kinds: int, stream (an allocator index), bool, str, ints, block/tensor/mem/mif (a defined
-# name), new:KIND (defines a name), opt:... (optional), block|null
+# name), new:KIND (defines a name), opt:... (optional), ...|null (a kernel input GE checks for
+# null: the step fails with GRAPH_FAILED)
 _S, _I = "stream", "int"
 OPS: dict[str, dict[str, str]] = {
     "malloc": {"stream": _S, "size": _I, "as": "new:block"},
@@ -46,11 +47,11 @@ OPS: dict[str, dict[str, str]] = {
     "mif_is_set": {"mif": "mif", "maintained": _I, "stream": _I},
     "mif_is_any_set": {"mif": "mif", "maintained": _I},
     "to_all_bit": {"stream_num": _I, "stream": _I},
-    "create_events": {"infos": "pairs"},
+    "create_events": {"infos": "pairs|null"},
     "define_events": "events",
-    "send_events": {"allocator": _S, "ids": "ints", "rt_events": "opt:count"},
-    "wait_events": {"allocator": _S, "ids": "ints", "rt_events": "opt:count"},
-    "last_wait_events": {"ids": "ints", "rt_events": "opt:count"},
+    "send_events": {"allocator": "stream|null", "ids": "ints|null", "rt_events": "opt:count|null"},
+    "wait_events": {"allocator": "stream|null", "ids": "ints|null", "rt_events": "opt:count|null"},
+    "last_wait_events": {"ids": "ints|null", "rt_events": "opt:count|null"},
     "access_cross_stream": {"tensor": "tensor", "dst_stream": _I, "as": "new:tensor"},
     "free_tensor": {"tensor": "tensor"},
 }
@@ -274,11 +275,13 @@ def _check_op(op, i, streams, names, err, later) -> None:
     if pair and sum(k in body for k in pair) != 1:
         err((p, f"{name}: give exactly one of '{pair[0]}' and '{pair[1]}'", f"write {pair[0]}: ..."))
     new = None
-    for key, code, what, optional in fields:
+    for key, code, what, optional, nullable in fields:
         v = body.get(key, _MISSING)
         if v is _MISSING:
             if not optional:
                 err((p, f"{name}: missing field '{key}'", f"add {key}: ..."))
+            continue
+        if v is None and nullable:
             continue
         if code == _REF:
             if isinstance(v, str) and v in names[what]:
@@ -334,13 +337,15 @@ def _compile(spec: dict) -> tuple:
     fields = []
     for key, kind in spec.items():
         optional = kind.startswith("opt:") or kind == "mem?"
+        nullable = kind.endswith("|null")
         kind = kind[4:] if kind.startswith("opt:") else kind.rstrip("?")
+        kind = kind.removesuffix("|null")
         if kind.startswith("new:"):
-            fields.append((key, _NEW, kind[4:], optional))
+            fields.append((key, _NEW, kind[4:], optional, nullable))
         elif kind in _CODES:
-            fields.append((key, _CODES[kind], "", optional))
+            fields.append((key, _CODES[kind], "", optional, nullable))
         else:
-            fields.append((key, _REF, kind, optional))
+            fields.append((key, _REF, kind, optional, nullable))
     return frozenset(spec), tuple(fields), None
 
 
@@ -373,10 +378,10 @@ def _fast_source() -> str:
             continue                              # bool and events ops: always the slow path
         keyset, fields, pair = _COMPILED[name]
         lines += [f"    def {name}(b):", "        if type(b) is not dict: return False"]
-        required = sum(not optional for *_, optional in fields)
+        required = sum(not f[3] for f in fields)
         count = [str(required)]
         define = None
-        for k, (key, code, what, optional) in enumerate(fields):
+        for k, (key, code, what, optional, nullable) in enumerate(fields):
             v = f"v{k}"
             if code == _REF:
                 test = f"type({v}) is str and {v} in N_{what}"
@@ -396,6 +401,8 @@ def _fast_source() -> str:
                 test = f"(type({v}) is int and {v} >= 0) or type({v}) is list"
             else:
                 test = f"pairs({v})"
+            if nullable:
+                test = f"{v} is None or {test}"
             # a missing required field is MISSING, which no test accepts
             lines.append(f"        {v} = b.get({key!r}, MISSING)")
             if optional:

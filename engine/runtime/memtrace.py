@@ -210,6 +210,18 @@ class Runner:
             raise GeFailure(self.st["alloc_failed"], f"L1 malloc of {b['size']} bytes failed")
         return mem.addr
 
+    def op_l1_free(self, b):
+        """MultiStreamL1Allocator::Free: a null block (`mem: null`, or one whose malloc failed)
+        is skipped, no shrink; Free reports true either way. A chunk freed twice is a double
+        free of a ge::MemBlock in GE."""
+        mem = self.mems[b["mem"]] if b["mem"] is not None else None
+        if mem is None:
+            return True
+        if not mem.live:
+            raise GeFailure(self.st["undefined"], f"mem '{b['mem']}' is freed twice")
+        mem.free()
+        return True
+
     def op_l1_fail(self, b):
         self.world.l1_fail = bool(b)
 

@@ -36,6 +36,7 @@ OPS: dict[str, dict[str, str]] = {
     "pool_acquire": {"pool": "str", "allocator": _S, "mem": "opt:mem", "size": "opt:int", "as": "new:block"},
     "pool_release": {"pool": "str", "block": "block"},
     "l1_malloc": {"size": _I, "as": "new:mem", "l1": "opt:str"},
+    "l1_free": {"mem": "mem|null"},
     "l1_fail": "bool",
     "set_l1": {"allocator": _S, "l1": "str", "capacity": "opt:int"},
     "mif_new": {"as": "new:mif", "streams": _I},

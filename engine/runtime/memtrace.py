@@ -5,7 +5,7 @@ and `status`; the run goes on, as GE's caller would see the status and carry on.
 from __future__ import annotations
 
 from engine.runtime.mif import Mif, bits_of, to_all_bit
-from engine.runtime.msalloc import Block, BlockPool, GeFailure, L1, Tensor, World
+from engine.runtime.msalloc import Block, BlockPool, GeFailure, L1, Mem, Tensor, World
 from engine.runtime.tracefile import Trace, no_gc
 
 
@@ -378,6 +378,18 @@ class Runner:
             self.world.events.append({"kind": "wander", "src": src.stream, "dst": b["dst_stream"]})
             dst.wander_from(src, b["dst_stream"], self.st)
         return dst.addr
+
+    def op_share_tensor_data(self, b):
+        """ShareTdToGtd of a TensorData with a manager: the allocator's TiGtdAllocator wraps the
+        caller's memory in a TiBlock and takes a block of its pool for it (alloc type
+        kTensorDataWrapped); the memory is the caller's, so freeing the block gives no byte back
+        to any L1 or L2 pool here (the TiBlock drops its share of the caller's tensor)."""
+        alloc = self.allocs[b["allocator"]]
+        mem = Mem(b["addr"], b["size"], b["size"], None)
+        block = alloc.blocks.acquire(alloc, mem, "wrapped", self.st)
+        block.name = b["as"]
+        self.tensors[b["as"]] = Tensor(mem.addr, b["size"], self.world.placement, alloc.stream, block)
+        return block.oid
 
     def op_free_tensor(self, b):
         self.tensors[b["tensor"]].free()

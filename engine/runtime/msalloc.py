@@ -188,7 +188,10 @@ class Block:
 
     def move_l2_to_l1(self, statuses: dict) -> None:
         """MultiStreamL2Allocator::MoveL2ToL1 on the birth allocator (TensorToOut calls it that
-        way): the block's memory becomes an L1 chunk (L2Pool.move_to_l1)."""
+        way): the block's memory becomes an L1 chunk (L2Pool.move_to_l1); a block wrapping a
+        caller's TensorData (share_tensor_data) is left as it is."""
+        if self.kind == "wrapped":
+            return
         mem = self.mem
         if mem is None:
             raise GeFailure(statuses["failed"], f"block {self.name}: MoveL2ToL1 of a null mem block")

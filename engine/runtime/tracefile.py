@@ -55,6 +55,7 @@ OPS: dict[str, dict[str, str]] = {
     "last_wait_events": {"ids": "ints|null", "rt_events": "opt:count|null"},
     "access_cross_stream": {"tensor": "tensor", "dst_stream": _I, "as": "new:tensor"},
     "free_tensor": {"tensor": "tensor"},
+    "share_tensor_data": {"allocator": _S, "addr": "str", "size": _I, "as": "new:tensor"},
 }
 ONE_OF = {"sync_local_recycle": ("block", "block_of"), "sync_all_local_recycle": ("block", "block_of"),
           "move_l2_to_l1": ("block", "block_of"),

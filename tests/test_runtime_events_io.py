@@ -60,6 +60,19 @@ def test_stage_kernels_first_sync(capsys):
     assert (send["stream"], send["ids"], wait["stream"], wait["ids"], wait["after"]) == (0, [1], 1, [1], [0])
 
 
+def test_node_kernels(capsys):
+    """LoweringEventSync: D (stream 1) sends event 0 after it, E (stream 0) waits for it before
+    it; CollectAndCreateGertEvents_ok's nodes each send or wait their ids on their stream."""
+    out = events(capsys, "LoweringFirstEventSync_ok")
+    assert out["node_kernels"] == [{"node": "D", "type": "SendEvents", "stream": 1, "ids": [0], "when": "after"},
+                                   {"node": "E", "type": "WaitEvents", "stream": 0, "ids": [0], "when": "before"}]
+    out = events(capsys, "CollectAndCreateGertEvents_ok")
+    sent = sorted(i for k in out["node_kernels"] if k["type"] == "SendEvents" for i in k["ids"])
+    waited = sorted(i for k in out["node_kernels"] if k["type"] == "WaitEvents" for i in k["ids"])
+    assert sent == waited == [0, 1, 2, 3]
+    assert all(k["when"] == ("after" if k["type"] == "SendEvents" else "before") for k in out["node_kernels"])
+
+
 def test_stage_kernels_last_sync_and_clean(capsys):
     """LoweringLastEventSync_ok: two SendEvents and one WaitEvents in the last-sync call (one
     const of event ids each: 3); the resource-clean stage's LastWaitEvents on the main stream
@@ -114,7 +127,7 @@ def test_event_validation_failures(tmp_path, capsys, nodes, event_num, reason):
     f.write_text(f"graph_unknown: true\nstream_num: 2\nevent_num: {event_num}\nnodes:\n  {nodes}\nedges: []\n")
     out = cli(capsys, "runtime", "events", str(f))
     assert out["ok"] is False and out["reason"] == reason and out["model_events"] == []
-    assert out["gert_events"] is None and out["kernels"] == []
+    assert out["gert_events"] is None and out["kernels"] == [] and out["node_kernels"] == []
 
 
 def test_known_shape_graph_has_no_model_events(tmp_path, capsys):

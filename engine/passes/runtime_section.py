@@ -59,6 +59,7 @@ class RuntimeSpec:
     cites: dict[str, Cite]      # "free_guarders", "cond_ops", "names.identity_addr", ... → where
     loc: Loc
     stage_kernels: dict[str, tuple[str, str]] = None   # stage → (send kernel type, wait kernel type)
+    node_kernels: tuple[str, str] = ("", "")            # LoweringEventSync's (send, wait) kernel types
 
 
 def _names(r: Reader, keys, what: str, errors: Collector) -> dict[str, str]:
@@ -132,6 +133,9 @@ def load(value: Any, pack: Pack, errors: Collector) -> RuntimeSpec | None:
         kernels[name] = (str(s.get("send", str, "", required=True)), str(s.get("wait", str, "", required=True)))
         s.done()
         stages.append(name)
+    nk = Reader(ev.get("node_kernels", dict, {}, required=True), "runtime.events.node_kernels", errors, ev.loc)
+    node_kernels = (str(nk.get("send", str, "", required=True)), str(nk.get("wait", str, "", required=True)))
+    nk.done()
     if ev.ok and tuple(stages) != STAGES:
         errors.error(ev.value_loc("stages"), f"runtime.events.stages must be {', '.join(STAGES)} in this order "
                      f"(SyncEventStage), not {', '.join(stages) or 'nothing'}", "the engine computes these three stages")
@@ -155,7 +159,7 @@ def load(value: Any, pack: Pack, errors: Collector) -> RuntimeSpec | None:
                        frozenset(map(str, case_ops)), frozenset(map(str, free)), tuple(order), picks["default"],
                        "following", picks["following_as"], picks["mixed"], guard_rules, int(main_stream), events,
                        tuple(stages), io_attr, seps["pair_separator"], seps["index_separator"], cites, r.loc,
-                       kernels)
+                       kernels, node_kernels)
 
 
 def _guard_rules(value: Any, pack: Pack, errors: Collector, fallback: Loc) -> tuple[GuardRule, ...]:

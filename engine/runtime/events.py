@@ -95,17 +95,33 @@ def stage_kernels(model_events: list, staged: dict[str, list[list[int]]], rt) ->
     return (table or None), kernels
 
 
+def node_kernels(g: EvGraph, rt) -> list[dict]:
+    """LoweringEventSync, per lowered node (those CollectAllEventInfos reads): a wait kernel on
+    the node's stream over its recv ids before it, then a send kernel over its send ids after it."""
+    send, wait = rt.node_kernels
+    out = []
+    for n in g.nodes:
+        if not n.unknown:
+            continue
+        if n.recv:
+            out.append({"node": n.name, "type": wait, "stream": n.stream, "ids": list(n.recv), "when": "before"})
+        if n.send:
+            out.append({"node": n.name, "type": send, "stream": n.stream, "ids": list(n.send), "when": "after"})
+    return out
+
+
 def run_events_graph(g: EvGraph, rt) -> dict:
     events, failure = collect_model_events(g)
     out = {"ok": failure is None, "model_events": events}
     if failure is not None:
         out["reason"] = failure
         out.update({s: [] for s in rt.stages})
-        out.update({"gert_events": None, "kernels": []})
+        out.update({"gert_events": None, "kernels": [], "node_kernels": []})
         return out
     staged = stages(g, rt.main_stream)
     out.update(staged)
     out["gert_events"], out["kernels"] = stage_kernels(events, staged, rt)
+    out["node_kernels"] = node_kernels(g, rt)
     return out
 
 

@@ -102,6 +102,11 @@ class Runner:
         except GeFailure:
             self.tensors[b["as"]] = Tensor(None, b["size"], self.world.placement, b["stream"], None)
             raise
+        if block is not None and block.mem is None:
+            # a borrowed block that was made with no memory (reinit/pool_acquire with mem: null):
+            # ToGertTensorData reads its address through the null mem block
+            self.tensors[b["as"]] = Tensor(None, b["size"], self.world.placement, b["stream"], None)
+            raise GeFailure(self.st["undefined"], f"block {block.name} has no memory: its address is read through null")
         t = Tensor(block.mem.addr if block is not None else None, b["size"], self.world.placement, b["stream"], block)
         self.tensors[b["as"]] = t
         if block is None:
@@ -155,7 +160,7 @@ class Runner:
         if block is None:        # GE_ASSERT_NOTNULL(block): a checked failure, not a null dereference
             raise GeFailure(self.st["failed"], f"MoveL2ToL1 of a null block ('{name or b['block_of']}')")
         block.move_l2_to_l1(self.st)
-        return block.mem.addr
+        return block.mem.addr if block.mem is not None else None     # a wrapped block is left as it is
 
     def op_reinit(self, b):
         block = self.blocks.get(b["as"])

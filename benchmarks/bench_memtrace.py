@@ -7,8 +7,9 @@ stream, hands it to the next stream (NewAccessStream), frees it on both, sends t
 events of the round from every stream to the next and waits for them there (local recycles
 becoming borrow / birth recycles), with the L1 capacity small enough that pools shrink and
 borrowed blocks are lent out again; every 1,000 rounds the LastWaitEvents kernel runs. Timed
-apart: reading the JSON trace (with its checks), simulating it, and writing the JSON result
-with the state once at the end (`--state final`; the per-step state of 10^6 ops is gigabytes).
+apart: reading the JSON trace (with its checks), simulating it, and encoding the JSON result as
+the command does (engine/cli/runtime_mem.py) with the state once at the end (`--state final`;
+the per-step state of 10^6 ops is gigabytes).
 One size for every tensor: lending a borrowed block to a smaller request leaves an empty set in
 GE's BorrowAllocator (Note [erase by request] in engine/runtime/msalloc.py), whose next use is
 undefined behaviour in GE; the simulator reports that as a failed step, and the benchmark keeps
@@ -26,9 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from engine.cli.runtime_mem import _dump  # noqa: E402  (the command's own writer)
 from engine.runtime.memtrace import simulate  # noqa: E402
 from engine.pack.runtime_memory import default_rules  # noqa: E402
-from engine.runtime.tracefile import load_trace  # noqa: E402
+from engine.runtime.tracefile import load_trace, no_gc  # noqa: E402
 
 STREAMS = 4
 
@@ -59,13 +61,14 @@ def bench(n: int) -> dict:
         path = Path(tmp) / "trace.json"
         path.write_text(json.dumps(trace))
         rules = default_rules()
-        c0, t0 = time.process_time(), time.perf_counter()
-        loaded = load_trace(str(path), rules)
-        t1 = time.perf_counter()
-        result = simulate(loaded, rules, "final")
-        t2 = time.perf_counter()
-        text = json.dumps(result, separators=(",", ":"))
-        t3, c3 = time.perf_counter(), time.process_time()
+        with no_gc():          # as `runtime memtrace` runs the three (engine/cli/runtime_mem.py)
+            c0, t0 = time.process_time(), time.perf_counter()
+            loaded = load_trace(str(path), rules)
+            t1 = time.perf_counter()
+            result = simulate(loaded, rules, "final")
+            t2 = time.perf_counter()
+            text = _dump(result)
+            t3, c3 = time.perf_counter(), time.process_time()
     kinds: dict[str, int] = {}
     for step in result["steps"]:
         for e in step["events"]:

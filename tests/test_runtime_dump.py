@@ -94,6 +94,13 @@ def test_events_on_a_dump(tmp_path, capsys):
     out = cli(capsys, "runtime", "events", str(f))
     assert out["ok"] and out["event_num"] == 4 and out["model_events"] == [[0, 1], [0, 2], [1, 0], [2, 0]]
     assert out["stream_num"] == 3 and out["last_resource_clean"] == [[1, 0], [2, 0]]
+    # LoweringEventSync per node, then the resource-clean stage's kernels on ids 4 and 5
+    assert [(k["node"], k["type"], k["stream"], k["ids"]) for k in out["node_kernels"]] == [
+        ("A", "SendEvents", 0, [0, 1]), ("B", "WaitEvents", 1, [0]), ("C", "WaitEvents", 2, [1]),
+        ("D", "SendEvents", 1, [2]), ("E", "SendEvents", 2, [3]), ("F", "WaitEvents", 0, [2, 3])]
+    assert [(k["type"], k["stream"], k["ids"]) for k in out["kernels"]] == [
+        ("LastWaitEvents", 0, [4, 5]), ("LastSendEvents", 1, [4]), ("LastSendEvents", 2, [5])]
+    assert out["gert_events"] == [[0, 1], [0, 2], [1, 0], [2, 0], [1, 0], [2, 0]]
     out = cli(capsys, "runtime", "events", str(f), "--stream-num", "1", "--event-num", "5")
     assert out["ok"] is False and out["last_resource_clean"] == [] and "event_num 5" in out["reason"]
 

@@ -42,6 +42,78 @@ def test_last_sync_and_resource_clean(capsys):
     assert out["last_resource_clean"] == [[1, 0]]
 
 
+def _kinds(kernels, stage):
+    counts: dict[str, int] = {}
+    for k in kernels:
+        if k["stage"] == stage:
+            counts[k["type"]] = counts.get(k["type"], 0) + 1
+    return counts
+
+
+def test_stage_kernels_first_sync(capsys):
+    """LoweringFirstEventSync_ok: the first-sync partitioned call holds one SendEvents and one
+    WaitEvents; the stage's event id follows the model's (GertEvents = model + first sync)."""
+    out = events(capsys, "LoweringFirstEventSync_ok")
+    assert _kinds(out["kernels"], "first_sync") == {"SendEvents": 1, "WaitEvents": 1}
+    assert out["gert_events"] == [[1, 0], [0, 1]]
+    send, wait = out["kernels"]
+    assert (send["stream"], send["ids"], wait["stream"], wait["ids"], wait["after"]) == (0, [1], 1, [1], [0])
+
+
+def test_node_kernels(capsys):
+    """LoweringEventSync: D (stream 1) sends event 0 after it, E (stream 0) waits for it before
+    it; CollectAndCreateGertEvents_ok's nodes each send or wait their ids on their stream."""
+    out = events(capsys, "LoweringFirstEventSync_ok")
+    assert out["node_kernels"] == [{"node": "D", "type": "SendEvents", "stream": 1, "ids": [0], "when": "after"},
+                                   {"node": "E", "type": "WaitEvents", "stream": 0, "ids": [0], "when": "before"}]
+    out = events(capsys, "CollectAndCreateGertEvents_ok")
+    sent = sorted(i for k in out["node_kernels"] if k["type"] == "SendEvents" for i in k["ids"])
+    waited = sorted(i for k in out["node_kernels"] if k["type"] == "WaitEvents" for i in k["ids"])
+    assert sent == waited == [0, 1, 2, 3]
+    assert all(k["when"] == ("after" if k["type"] == "SendEvents" else "before") for k in out["node_kernels"])
+
+
+def test_stage_kernels_last_sync_and_clean(capsys):
+    """LoweringLastEventSync_ok: two SendEvents and one WaitEvents in the last-sync call (one
+    const of event ids each: 3); the resource-clean stage's LastWaitEvents on the main stream
+    and a LastSendEvents per stream, its ids after the last sync's."""
+    out = events(capsys, "LoweringLastEventSync_ok")
+    k = out["kernels"]
+    assert _kinds(k, "last_sync") == {"SendEvents": 2, "WaitEvents": 1}
+    assert _kinds(k, "last_resource_clean") == {"LastSendEvents": 1, "LastWaitEvents": 1}
+    wait = k[0]
+    assert (wait["type"], wait["stream"], wait["ids"]) == ("WaitEvents", 0, [2, 3])
+    assert [(x["stream"], x["ids"]) for x in k[1:3]] == [(1, [2]), (1, [3])] and wait["after"] == [1, 2]
+    assert (k[3]["type"], k[3]["ids"], k[4]["ids"]) == ("LastWaitEvents", [4], [4])
+    assert len(out["gert_events"]) == 5 and out["gert_events"][4] == [1, 0]
+
+
+def test_gert_events_of_model_events_only_and_of_none(tmp_path, capsys):
+    """CollectAndCreateGertEvents: the model's events alone make the table and no stage kernel;
+    with no event anywhere (one stream) it returns null."""
+    out = events(capsys, "CollectAndCreateGertEvents_ok")
+    assert out["kernels"] == [] and out["gert_events"] == [[0, 1], [0, 2], [1, 0], [2, 0]]
+    f = tmp_path / "ev.yaml"
+    f.write_text("graph_unknown: true\nstream_num: 1\nevent_num: 0\nnodes:\n  A: {stream: 0}\nedges: []\n")
+    out = cli(capsys, "runtime", "events", str(f))
+    assert out["ok"] is True and out["gert_events"] is None and out["kernels"] == []
+
+
+def test_stage_kernel_types_are_pack_data(tmp_path, capsys):
+    import shutil
+    pack = tmp_path / "ge"
+    shutil.copytree(ROOT / "rules" / "ge", pack)
+    f = pack / "runtime.yaml"
+    f.write_text(f.read_text().replace("send: LastSendEvents", "send: MyLastSend", 1))
+    assert main(["runtime", "events", str(ROOT / "tests" / "runtime" / "events" / "LoweringLastEventSync_ok.yaml"),
+                 "--rules", str(pack)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert _kinds(out["kernels"], "last_resource_clean") == {"MyLastSend": 1, "LastWaitEvents": 1}
+    f.write_text(f.read_text().replace("send: MyLastSend, ", "", 1))
+    assert main(["rules", "check", str(pack)]) == 2
+    assert "missing" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("nodes,event_num,reason", [
     ("A: {stream: 0, send: [0, 0]}\n  B: {stream: 1, recv: [0]}", 1, "duplicated send event id 0 on node A"),
     ("A: {stream: 0, send: [0]}\n  B: {stream: 1, recv: [0]}\n  C: {stream: 1, recv: [0]}", 1,
@@ -55,6 +127,7 @@ def test_event_validation_failures(tmp_path, capsys, nodes, event_num, reason):
     f.write_text(f"graph_unknown: true\nstream_num: 2\nevent_num: {event_num}\nnodes:\n  {nodes}\nedges: []\n")
     out = cli(capsys, "runtime", "events", str(f))
     assert out["ok"] is False and out["reason"] == reason and out["model_events"] == []
+    assert out["gert_events"] is None and out["kernels"] == [] and out["node_kernels"] == []
 
 
 def test_known_shape_graph_has_no_model_events(tmp_path, capsys):

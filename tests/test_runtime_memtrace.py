@@ -156,3 +156,80 @@ def test_event_space_names_a_block_made_too_late(tmp_path, capsys, monkeypatch):
     assert main(["runtime", "memtrace", "t.json"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("t.json:8:5: error: unknown block 'late' (no op before the first event kernel makes it)"), err
+
+
+# ---- the fast path of the trace checks (Note [fast checks] in engine/runtime/tracefile.py) ----
+def _variants(name, spec):
+    """Well-formed bodies of op `name` and single mutations of them (a field dropped, an unknown
+    key, each field given a value of every JSON kind), for a trace with 2 streams."""
+    from engine.runtime.tracefile import ONE_OF
+    good = {"int": 1, "stream": 1, "str": "p", "ints": [0, 1], "pairs": [[0, 1]], "count": 2,
+            "block": "b", "tensor": "t", "mem": "m", "mif": "f"}
+    def value(kind):
+        kind = (kind[4:] if kind.startswith("opt:") else kind.rstrip("?")).removesuffix("|null")
+        return "new_name" if kind.startswith("new:") else good[kind]
+    full = {k: value(kind) for k, kind in spec.items()}
+    bases = [full]
+    if name in ONE_OF:
+        a, b = ONE_OF[name]
+        bases = [{k: v for k, v in full.items() if k != b}, {k: v for k, v in full.items() if k != a}, full]
+    odd = [None, True, -1, 0, 2, 5, 1.5, "b", "ghost", "", [], [1, True], [[0, 1]], [{"src": 0, "dst": 1}],
+           {"src": 0}, [[0]], ["x"]]
+    for base in bases:
+        yield base
+        yield {**base, "zzz": 1}
+        for key in base:
+            yield {k: v for k, v in base.items() if k != key}
+            for v in odd:
+                yield {**base, key: v}
+    yield "not a mapping"
+    yield []
+
+
+def test_fast_checks_accept_exactly_what_the_slow_checks_accept():
+    from engine.pack.runtime_memory import default_rules
+    from engine.runtime.tracefile import _FAST_FACTORY, _MISSING, OPS, _check_op, _pairs
+    rules = default_rules()
+    tried = 0
+    for name, spec in OPS.items():
+        if not isinstance(spec, dict):
+            continue
+        for body in _variants(name, spec):
+            slow = {"block": {"b"}, "tensor": {"t"}, "mem": {"m"}, "mif": {"f"}}
+            fast = {k: set(v) for k, v in slow.items()}
+            problems: list = []
+            _check_op({name: body}, 0, 2, slow, problems.append, [])
+            check = _FAST_FACTORY(fast["block"], fast["tensor"], fast["mem"], fast["mif"], 2, _MISSING, _pairs)[name]
+            accepted = check(body)
+            assert accepted == (not problems), (name, body, problems)
+            if accepted:
+                assert fast == slow, (name, body)     # the same name defined
+            tried += 1
+    assert tried > 1500
+    assert rules.stream_bits == 64
+
+
+def test_bad_ops_in_a_large_json_trace_are_located(tmp_path, capsys, monkeypatch):
+    """A 20,000-op JSON trace (the fast path) with bad ops in the middle: each error at its
+    file:line:col, in the slow path's words, and no output."""
+    monkeypatch.chdir(tmp_path)
+    ops = []
+    for r in range(5000):
+        ops += [{"malloc": {"stream": r % 2, "size": 64, "as": f"b{r % 8}"}},
+                {"new_access": {"block": f"b{r % 8}", "src": r % 2, "dst": (r + 1) % 2}},
+                {"free": {"block": f"b{r % 8}", "stream": r % 2}},
+                {"free": {"block": f"b{r % 8}", "stream": (r + 1) % 2}}]
+    ops[9001] = {"new_access": {"block": "b9", "src": 0, "dst": 1}}
+    ops[12345] = {"free": {"block": "b1", "stream": 0, "extra": True}}
+    ops[15000] = {"malloc": {"stream": 0, "size": -1, "as": "b0"}}
+    lines = ['{"streams": 2,', ' "ops": [']
+    lines += ["  " + json.dumps(op) + ("," if i + 1 < len(ops) else "") for i, op in enumerate(ops)]
+    lines += [" ]}"]
+    (tmp_path / "big.json").write_text("\n".join(lines) + "\n")
+    assert main(["runtime", "memtrace", "big.json", "--state", "final"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    located = [line for line in err.splitlines() if ": error: " in line]
+    assert located == ["big.json:9004:28: error: new_access: unknown block 'b9'",
+                       "big.json:12348:41: error: free: unknown field 'extra'",
+                       "big.json:15003:36: error: malloc: 'size' must be a byte count, got -1"], err

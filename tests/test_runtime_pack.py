@@ -62,3 +62,25 @@ def test_a_guard_rule_added_by_a_rule_edit(tmp_path, capsys):
     assert main(["runtime", "cond", str(DUMP), "--node", "if"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [n["type"] for n in out["root"]["nodes"] if n["attrs"].get("ReleaseResourceIndex") == 0] == ["FreeMemory"]
+
+
+def test_page_bits_is_pack_data(tmp_path, capsys):
+    """runtime_memory.allocator.page_bits decides what MoveL2ToL1 calls split: with 1 KiB pages
+    a 1 KiB lease from a cached 4 KiB chunk is split, with GE's 64 KiB pages it is not."""
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"streams": 1, "ops": [
+        {"malloc": {"stream": 0, "size": 4096, "as": "a"}}, {"free": {"block": "a", "stream": 0}},
+        {"malloc": {"stream": 0, "size": 1024, "as": "b"}}, {"move_l2_to_l1": {"block": "b"}}]}))
+    pack = tmp_path / "ge"
+    shutil.copytree(ROOT / "rules" / "ge", pack)
+    f = pack / "runtime-memory.yaml"
+    splits = []
+    for bits in ("16", "10", "64"):
+        f.write_text(f.read_text().replace("    page_bits: ", f"    page_bits: {bits} #", 1))
+        status = main(["runtime", "memtrace", str(trace), "--rules", str(pack), "--state", "final"])
+        out, err = capsys.readouterr()
+        if status == 0:
+            splits.append(json.loads(out)["steps"][3]["events"][0]["split"])
+        else:
+            assert status == 2 and "allocator: page_bits must be from 0 to 63, got 64" in err, err
+    assert splits == [False, True]

@@ -8,6 +8,7 @@ exit 2 for unusable input or output paths (checked before any work, written toge
 end, engine/cli/outputs.py)."""
 from __future__ import annotations
 
+import gc
 import json
 
 from engine.cli.outputs import STDOUT, Outputs
@@ -52,19 +53,25 @@ def _dump(obj) -> bytes:
 
 def cmd_memtrace(args) -> int:
     from engine.runtime.memtrace import simulate
-    from engine.runtime.tracefile import load_trace
+    from engine.runtime.tracefile import load_trace, no_gc
     files = Outputs()
     files.claim("--html", args.html)
     files.claim("-", STDOUT)
     rules = _rules(args.rules)
-    trace = load_trace(args.trace, rules)
-    timeline: list | None = [] if args.html else None
-    result = simulate(trace, rules, args.state, timeline)
-    outputs = [(STDOUT, _dump(result))]
-    if args.html:
-        from engine.runtime.picture import render_html
-        outputs.append((args.html, render_html(trace, result, timeline).encode()))
-    files.write(outputs)
+    # Note [gc] (engine/runtime/tracefile.py): off for the whole command, not per phase — each
+    # time it came back on, its next pass walked every object the phase before had made; and
+    # what the run made is frozen at the end, as `run` freezes its model, so the collection at
+    # interpreter exit does not walk it either.
+    with no_gc():
+        trace = load_trace(args.trace, rules)
+        timeline: list | None = [] if args.html else None
+        result = simulate(trace, rules, args.state, timeline)
+        outputs = [(STDOUT, _dump(result))]
+        if args.html:
+            from engine.runtime.picture import render_html
+            outputs.append((args.html, render_html(trace, result, timeline).encode()))
+        files.write(outputs)
+        gc.freeze()
     return 0
 
 

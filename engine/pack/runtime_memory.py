@@ -46,6 +46,7 @@ class RuntimeRules:
     sync_stream_key: str
     usages: dict[str, str]
     file: str
+    page_bits: int = 16
 
 
 def load_rules(path: str | Path | None = None) -> RuntimeRules:
@@ -72,6 +73,11 @@ def read_section(body, errors: Collector, fallback: Loc, file: str) -> RuntimeRu
     max_streams = alloc.get("default_max_streams", int, 8, required=True)
     segment = alloc.get("pool_segment", int, 1000, required=True)
     bits = alloc.get("stream_bits", int, 64, required=True)
+    page_bits = alloc.get("page_bits", int, 16)
+    if not 0 <= page_bits < 64:
+        errors.error(alloc.value_loc("page_bits"), f"allocator: page_bits must be from 0 to 63, got {page_bits}",
+                     "GE's page is 1 << page_idem_num bytes (16 by default)")
+        page_bits = 16
     alloc.done()
     st = Reader(r.get("statuses", dict, {}, required=True), "statuses", errors, r.loc)
     statuses = {k: str(st.get(k, str, k, required=True)) for k in STATUS_KEYS}
@@ -95,7 +101,8 @@ def read_section(body, errors: Collector, fallback: Loc, file: str) -> RuntimeRu
     pl.done()
     r.done()
     return RuntimeRules(placements, frozenset(map(str, hnf)), max_streams, segment, bits, statuses, table,
-                        {str(k): str(v) for k, v in reg.items()}, nodes, string_dtype, sync_key, usages, file)
+                        {str(k): str(v) for k, v in reg.items()}, nodes, string_dtype, sync_key, usages, file,
+                        page_bits)
 
 
 @lru_cache(maxsize=4)

@@ -58,6 +58,8 @@ class RuntimeSpec:
     index_separator: str
     cites: dict[str, Cite]      # "free_guarders", "cond_ops", "names.identity_addr", ... → where
     loc: Loc
+    stage_kernels: dict[str, tuple[str, str]] = None   # stage → (send kernel type, wait kernel type)
+    node_kernels: tuple[str, str] = ("", "")            # LoweringEventSync's (send, wait) kernel types
 
 
 def _names(r: Reader, keys, what: str, errors: Collector) -> dict[str, str]:
@@ -123,12 +125,17 @@ def load(value: Any, pack: Pack, errors: Collector) -> RuntimeSpec | None:
     events = {k: str(ev.get(k, str, "", required=True)) for k in EVENT_KEYS}
     stage_list = ev.get("stages", list, [], required=True)
     stages = []
+    kernels: dict[str, tuple[str, str]] = {}
     for i, item in enumerate(stage_list):
         s = Reader(item, f"runtime.events.stages item {i + 1}", errors, stage_list.item_locs[i])
         name = str(s.get("name", str, "", required=True))
         s.get("doc", str, "")
+        kernels[name] = (str(s.get("send", str, "", required=True)), str(s.get("wait", str, "", required=True)))
         s.done()
         stages.append(name)
+    nk = Reader(ev.get("node_kernels", dict, {}, required=True), "runtime.events.node_kernels", errors, ev.loc)
+    node_kernels = (str(nk.get("send", str, "", required=True)), str(nk.get("wait", str, "", required=True)))
+    nk.done()
     if ev.ok and tuple(stages) != STAGES:
         errors.error(ev.value_loc("stages"), f"runtime.events.stages must be {', '.join(STAGES)} in this order "
                      f"(SyncEventStage), not {', '.join(stages) or 'nothing'}", "the engine computes these three stages")
@@ -151,7 +158,8 @@ def load(value: Any, pack: Pack, errors: Collector) -> RuntimeSpec | None:
     return RuntimeSpec(nt, at, names, tuple(map(str, if_branches)), frozenset(map(str, if_ops)),
                        frozenset(map(str, case_ops)), frozenset(map(str, free)), tuple(order), picks["default"],
                        "following", picks["following_as"], picks["mixed"], guard_rules, int(main_stream), events,
-                       tuple(stages), io_attr, seps["pair_separator"], seps["index_separator"], cites, r.loc)
+                       tuple(stages), io_attr, seps["pair_separator"], seps["index_separator"], cites, r.loc,
+                       kernels, node_kernels)
 
 
 def _guard_rules(value: Any, pack: Pack, errors: Collector, fallback: Loc) -> tuple[GuardRule, ...]:

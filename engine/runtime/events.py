@@ -65,14 +65,63 @@ def stages(g: EvGraph, main: int) -> dict[str, list[list[int]]]:
     return {"first_sync": first, "last_sync": last, "last_resource_clean": clean}
 
 
+def stage_kernels(model_events: list, staged: dict[str, list[list[int]]], rt) -> tuple[list | None, list[dict]]:
+    """CreateConstOfAllEventInfos and the stages' lowering (graph_converter.cc): the GertEvents
+    table is the model's events, then each stage's in stage order (None when all are empty: GE
+    creates no CreateGertEvents then); a stage's ids follow the ones before it. First sync: one
+    send kernel on the main stream over all its ids, then a wait kernel per event on its dst,
+    each after the send. Last sync and last resource clean: one wait kernel on the main stream
+    over all ids, then a send kernel per event on its src, the wait after each of them."""
+    table = [list(e) for e in model_events]
+    kernels: list[dict] = []
+    main = rt.main_stream
+    for stage in rt.stages:
+        pairs = staged[stage]
+        if not pairs:
+            continue
+        send, wait = rt.stage_kernels[stage]
+        ids = list(range(len(table), len(table) + len(pairs)))
+        table.extend(list(p) for p in pairs)
+        head = len(kernels)
+        if stage == rt.stages[0]:
+            kernels.append({"stage": stage, "type": send, "stream": main, "ids": ids, "after": []})
+            for eid, (_, dst) in zip(ids, pairs):
+                kernels.append({"stage": stage, "type": wait, "stream": dst, "ids": [eid], "after": [head]})
+        else:
+            kernels.append({"stage": stage, "type": wait, "stream": main, "ids": ids, "after": []})
+            for eid, (src, _) in zip(ids, pairs):
+                kernels[head]["after"].append(len(kernels))
+                kernels.append({"stage": stage, "type": send, "stream": src, "ids": [eid], "after": []})
+    return (table or None), kernels
+
+
+def node_kernels(g: EvGraph, rt) -> list[dict]:
+    """LoweringEventSync, per lowered node (those CollectAllEventInfos reads): a wait kernel on
+    the node's stream over its recv ids before it, then a send kernel over its send ids after it."""
+    send, wait = rt.node_kernels
+    out = []
+    for n in g.nodes:
+        if not n.unknown:
+            continue
+        if n.recv:
+            out.append({"node": n.name, "type": wait, "stream": n.stream, "ids": list(n.recv), "when": "before"})
+        if n.send:
+            out.append({"node": n.name, "type": send, "stream": n.stream, "ids": list(n.send), "when": "after"})
+    return out
+
+
 def run_events_graph(g: EvGraph, rt) -> dict:
     events, failure = collect_model_events(g)
     out = {"ok": failure is None, "model_events": events}
     if failure is not None:
         out["reason"] = failure
         out.update({s: [] for s in rt.stages})
+        out.update({"gert_events": None, "kernels": [], "node_kernels": []})
         return out
-    out.update(stages(g, rt.main_stream))
+    staged = stages(g, rt.main_stream)
+    out.update(staged)
+    out["gert_events"], out["kernels"] = stage_kernels(events, staged, rt)
+    out["node_kernels"] = node_kernels(g, rt)
     return out
 
 

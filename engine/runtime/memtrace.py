@@ -5,8 +5,8 @@ and `status`; the run goes on, as GE's caller would see the status and carry on.
 from __future__ import annotations
 
 from engine.runtime.mif import Mif, bits_of, to_all_bit
-from engine.runtime.msalloc import Block, BlockPool, GeFailure, L1, Tensor, World
-from engine.runtime.tracefile import Trace
+from engine.runtime.msalloc import Block, BlockPool, GeFailure, L1, Mem, Tensor, World
+from engine.runtime.tracefile import Trace, no_gc
 
 
 class Event:
@@ -37,6 +37,7 @@ class Runner:
         self.event_table = [Event(i, e["src"], e["dst"], [tuple(x) for x in e.get("free_by_src", [])],
                                   e.get("return_birth", [])) for i, e in enumerate(trace.events)]
         self.ops = trace.ops
+        self.allocs = self.world.allocators
 
     # -- running -----------------------------------------------------------------------
     def run(self) -> dict:
@@ -82,13 +83,16 @@ class Runner:
 
     # -- allocator ops -----------------------------------------------------------------
     def op_malloc(self, b):
+        name = b["as"]
         try:
-            block = self._alloc(b["stream"]).malloc(b["size"])
+            block = self.allocs[b["stream"]].malloc(b["size"])
         except GeFailure:
-            self._bind(b["as"], None)
+            self._bind(name, None)
             raise
-        self._bind(b["as"], block)
-        if block is None:
+        self.blocks[name] = block
+        if block is not None:
+            block.name = name
+        else:
             raise GeFailure(self.st["alloc_failed"], f"malloc of {b['size']} bytes on stream {b['stream']} failed")
         return block.oid
 
@@ -98,6 +102,11 @@ class Runner:
         except GeFailure:
             self.tensors[b["as"]] = Tensor(None, b["size"], self.world.placement, b["stream"], None)
             raise
+        if block is not None and block.mem is None:
+            # a borrowed block that was made with no memory (reinit/pool_acquire with mem: null):
+            # ToGertTensorData reads its address through the null mem block
+            self.tensors[b["as"]] = Tensor(None, b["size"], self.world.placement, b["stream"], None)
+            raise GeFailure(self.st["undefined"], f"block {block.name} has no memory: its address is read through null")
         t = Tensor(block.mem.addr if block is not None else None, b["size"], self.world.placement, b["stream"], block)
         self.tensors[b["as"]] = t
         if block is None:
@@ -114,7 +123,8 @@ class Runner:
         block.free(b["stream"])
 
     def op_new_access(self, b):
-        self._block(b).new_access(b["src"], b["dst"], self.st)
+        block = self.blocks[b["block"]]
+        (block if block is not None else self._block(b)).new_access(b["src"], b["dst"], self.st)
 
     def op_sync_local_recycle(self, b):
         self._block(b).sync_local(b["src"], b["dst"], self.st)
@@ -143,6 +153,14 @@ class Runner:
         block = self._block(b)
         block.version += 1
         return block.version
+
+    def op_move_l2_to_l1(self, b):
+        name = b.get("block")
+        block = self.blocks[name] if name is not None else self.tensors[b["block_of"]].block
+        if block is None:        # GE_ASSERT_NOTNULL(block): a checked failure, not a null dereference
+            raise GeFailure(self.st["failed"], f"MoveL2ToL1 of a null block ('{name or b['block_of']}')")
+        block.move_l2_to_l1(self.st)
+        return block.mem.addr if block.mem is not None else None     # a wrapped block is left as it is
 
     def op_reinit(self, b):
         block = self.blocks.get(b["as"])
@@ -196,6 +214,18 @@ class Runner:
         if mem is None:
             raise GeFailure(self.st["alloc_failed"], f"L1 malloc of {b['size']} bytes failed")
         return mem.addr
+
+    def op_l1_free(self, b):
+        """MultiStreamL1Allocator::Free: a null block (`mem: null`, or one whose malloc failed)
+        is skipped, no shrink; Free reports true either way. A chunk freed twice is a double
+        free of a ge::MemBlock in GE."""
+        mem = self.mems[b["mem"]] if b["mem"] is not None else None
+        if mem is None:
+            return True
+        if not mem.live:
+            raise GeFailure(self.st["undefined"], f"mem '{b['mem']}' is freed twice")
+        mem.free()
+        return True
 
     def op_l1_fail(self, b):
         self.world.l1_fail = bool(b)
@@ -255,6 +285,8 @@ class Runner:
 
     # -- events ------------------------------------------------------------------------
     def op_create_events(self, b):
+        if b["infos"] is None:
+            raise GeFailure(self.st["failed"], "CreateGertEvents: the event infos input is null")
         infos = [(x["src"], x["dst"]) if isinstance(x, dict) else tuple(x) for x in b["infos"]]
         self.event_table = [Event(i, s, d) for i, (s, d) in enumerate(infos)]
         return [{"id": e.id, "src": e.src, "dst": e.dst} for e in self.event_table]
@@ -264,11 +296,16 @@ class Runner:
                                   e.get("return_birth", [])) for i, e in enumerate(b)]
 
     def _events_of(self, b) -> list[Event]:
-        """DoEvents: the rt events must cover the table and every id must name an event. Note
-        [partial events]: GE stops at a bad id after doing the ones before it; so does this (the
-        caller walks the list and fails at the first bad id)."""
+        """DoEvents: no input may be null, the rt events must cover the table and every id must
+        name an event. Note [partial events]: GE stops at a bad id after doing the ones before
+        it; so does this (the caller walks the list and fails at the first bad id)."""
         table = self.event_table
-        rt = b.get("rt_events", len(table))
+        if b["ids"] is None or b.get("allocator", 0) is None or b.get("rt_events", 0) is None:
+            null = [k for k in ("ids", "allocator", "rt_events") if k in b and b[k] is None]
+            raise GeFailure(self.st["failed"], f"the kernel's {', '.join(null)} input is null")
+        rt = b.get("rt_events")
+        if rt is None:
+            return table
         rt = len(rt) if isinstance(rt, list) else rt
         if len(table) > rt:
             raise GeFailure(self.st["failed"], f"rt events ({rt}) not enough, at least {len(table)}")
@@ -287,30 +324,38 @@ class Runner:
         return ev
 
     def op_send_events(self, b):
-        alloc = self._alloc(b["allocator"])
         table = self._events_of(b)
+        alloc = self.allocs[b["allocator"]]
         log = self.world.events
+        bits, local, borrow = self.rules.stream_bits, alloc.local, alloc.borrow
+        n, own = self.world.stream_num, alloc.stream
         for eid in b["ids"]:
             ev = self._event(table, eid)
-            self._bit(ev.dst)
-            for block in alloc.local_blocks(ev.dst, None):
-                ev.free_by_src.append((block, block.version))
-            ev.return_birth.extend(alloc.borrow.get_and_clear(ev.dst))
+            dst = ev.dst
+            if not 0 <= dst < bits:
+                self._bit(dst)
+            if local.entries:
+                ev.free_by_src += [(block, block.version) for block in local.walk(own, n, dst, None)]
+            if borrow.by_stream:
+                ev.return_birth += borrow.get_and_clear(dst)
             log.append({"kind": "rt_record", "event": ev.id})
 
     def op_wait_events(self, b):
-        alloc = self._alloc(b["allocator"])
         table = self._events_of(b)
+        alloc = self.allocs[b["allocator"]]
         st = self.st
         for eid in b["ids"]:
             ev = self._event(table, eid)
-            for block, version in ev.free_by_src:
-                if block is not None and version == block.version:
-                    block.sync_local(ev.src, ev.dst, st)
-            ev.free_by_src = []
-            for block in ev.return_birth:
-                alloc.birth_recycle(block)
-            ev.return_birth = []
+            if ev.free_by_src:
+                src, dst = ev.src, ev.dst
+                for block, version in ev.free_by_src:
+                    if block is not None and version == block.version:
+                        block.sync_local(src, dst, st)
+                ev.free_by_src = []
+            if ev.return_birth:
+                for block in ev.return_birth:
+                    alloc.birth_recycle(block)
+                ev.return_birth = []
 
     def op_last_wait_events(self, b):
         table = self._events_of(b)
@@ -338,6 +383,18 @@ class Runner:
             self.world.events.append({"kind": "wander", "src": src.stream, "dst": b["dst_stream"]})
             dst.wander_from(src, b["dst_stream"], self.st)
         return dst.addr
+
+    def op_share_tensor_data(self, b):
+        """ShareTdToGtd of a TensorData with a manager: the allocator's TiGtdAllocator wraps the
+        caller's memory in a TiBlock and takes a block of its pool for it (alloc type
+        kTensorDataWrapped); the memory is the caller's, so freeing the block gives no byte back
+        to any L1 or L2 pool here (the TiBlock drops its share of the caller's tensor)."""
+        alloc = self.allocs[b["allocator"]]
+        mem = Mem(b["addr"], b["size"], b["size"], None)
+        block = alloc.blocks.acquire(alloc, mem, "wrapped", self.st)
+        block.name = b["as"]
+        self.tensors[b["as"]] = Tensor(mem.addr, b["size"], self.world.placement, alloc.stream, block)
+        return block.oid
 
     def op_free_tensor(self, b):
         self.tensors[b["tensor"]].free()
@@ -385,7 +442,8 @@ def simulate(trace: Trace, rules, state: str = "all", timeline: list | None = No
     """The steps of `trace`; `timeline` (when given) receives the run's (step, kind, stream,
     object) records: pool acquisitions and recycles, for the picture."""
     runner = Runner(trace, rules, state, timeline is not None)
-    out = runner.run()
+    with no_gc():
+        out = runner.run()
     if timeline is not None:
         timeline.extend(runner.timeline)
     return out

@@ -95,23 +95,28 @@ class LocalRecycleList:
 
     def walk(self, own_stream: int, stream_num: int, dst: int | None, take: int | None) -> list:
         """Begin() + Next() `take` times (all when None); the blocks handed out, in order."""
-        all_sent = to_all_bit(stream_num, own_stream)
-        dst_bit = to_all_bit(stream_num, own_stream) if dst is None else to_bit(dst)
+        all_sent = ((1 << stream_num) - 1) & ~(1 << own_stream)         # ToAllBit
+        dst_bit = all_sent if dst is None else 1 << dst
         out: list = []
         if take == 0:
             return out
         entries = self.entries
-        dead = []
+        dead = None
         for key, e in entries.items():
-            if e.version != e.block.version or e.sent == all_sent:
-                dead.append(key)
+            block = e.block
+            if e.version != block.version or e.sent == all_sent:
+                if dead is None:
+                    dead = [key]
+                else:
+                    dead.append(key)
                 continue
             if dst is not None and e.sent & dst_bit:
                 continue
             e.sent |= dst_bit
-            out.append(e.block)
+            out.append(block)
             if take is not None and len(out) >= take:
                 break
-        for key in dead:
-            del entries[key]
+        if dead is not None:
+            for key in dead:
+                del entries[key]
         return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 
-from engine.runtime.mif import LocalRecycleList, Mif
+from engine.runtime.mif import LocalRecycleList, Mif, VersionEntry
 
 
 class GeFailure(Exception):
@@ -88,6 +88,28 @@ class L2Pool:
     def take_back(self, mem: Mem) -> None:
         self.cached.append(mem.root)
 
+    def move_to_l1(self, mem: Mem, name: str) -> Mem | None:
+        """L2MemPool::MoveL2ToL1: a lease that is its whole L1 chunk hands the chunk itself over
+        (ConvertToRootBlock drops the span from the pool, so the chunk goes straight back to L1
+        when freed); a split one is copied into a new L1 chunk (MultiStreamL1Allocator::Alloc,
+        with its shrink-and-retry) and freed back to this pool; None when that chunk cannot be
+        had. Note [split]: GE splits a cached span when the request needs fewer pages
+        (1 << page_bits bytes, at least one) than the span has; the leases here stand on whole
+        chunks, so a lease is split when it needs fewer pages than its chunk. The new chunk has
+        the lease's size (the model's L1 chunks are the requested sizes, not GE's page-rounded
+        spans)."""
+        bits, root = self.world.rules.page_bits, mem.root
+        if _pages(mem.size, bits) >= _pages(root.cap, bits):
+            mem.live = False                      # the span is gone; the chunk is the block's now
+            self.world.events.append({"kind": "l2_to_l1", "stream": self.stream, "block": name, "split": False})
+            return root
+        chunk = self._l1_alloc(mem.size)
+        if chunk is None:
+            return None
+        self.world.events.append({"kind": "l2_to_l1", "stream": self.stream, "block": name, "split": True})
+        mem.free()
+        return chunk
+
     def recycle(self) -> None:
         """L2MemPool::Recycle: every cached chunk back to its L1 ("Shrink memory pool")."""
         if not self.cached:
@@ -96,6 +118,11 @@ class L2Pool:
             root.free()
         self.cached = []
         self.world.events.append({"kind": "l2_shrink", "stream": self.stream})
+
+
+def _pages(size: int, bits: int) -> int:
+    """ScalableAllocator::GetAllocSize in pages: at least one, rounded up."""
+    return max(1, -(-size >> bits))
 
 
 class Block:
@@ -122,8 +149,11 @@ class Block:
         if self.mem is not None:
             raise GeFailure(statuses["param_invalid"], f"block {self.name}: origin mem_block is not cleared")
         self.mem, self.kind = mem, kind
-        self.reinit_mifs()
-        self.new_access(birth.stream, birth.stream, statuses)
+        # ReInitMifs, then NewAccess(birth, birth) on the cleared rows and counts
+        s, n = birth.stream, birth.world.stream_num
+        self.mif.rows = [1 << s] * n
+        counts = self.counts = [0] * n
+        counts[s] = 1
 
     def reinit_mifs(self) -> None:
         n = self.birth.world.stream_num
@@ -140,10 +170,9 @@ class Block:
             rows[i] |= bit
 
     def free(self, stream: int) -> None:
-        if self.mem is None or not 0 <= stream < len(self.counts):
-            return
-        birth = self.birth
-        (birth if stream == birth.stream else birth.world.allocators[stream]).free(self)
+        if self.mem is not None and 0 <= stream < len(self.counts):
+            birth = self.birth
+            (birth if stream == birth.stream else birth.world.allocators[stream]).free(self)
 
     def sync_local(self, src: int, dst: int, statuses: dict) -> None:
         n = len(self.counts)
@@ -156,6 +185,26 @@ class Block:
         rows[dst] &= rows[src]
         if not rows[dst]:
             self.free(dst)
+
+    def move_l2_to_l1(self, statuses: dict) -> None:
+        """MultiStreamL2Allocator::MoveL2ToL1 on the birth allocator (TensorToOut calls it that
+        way): the block's memory becomes an L1 chunk (L2Pool.move_to_l1); a block wrapping a
+        caller's TensorData (share_tensor_data) is left as it is."""
+        if self.kind == "wrapped":
+            return
+        mem = self.mem
+        if mem is None:
+            raise GeFailure(statuses["failed"], f"block {self.name}: MoveL2ToL1 of a null mem block")
+        pool = self.birth.pool
+        if mem.owner is not pool:
+            # ConvertToRootBlock casts the mem block to a PageSpan of this pool: an L1 chunk (one
+            # already moved) or another pool's span is not one
+            raise GeFailure(statuses["undefined"], f"block {self.name}: its memory is not a span of "
+                                                   f"stream {self.birth.stream}'s L2 pool")
+        chunk = pool.move_to_l1(mem, self.name)
+        if chunk is None:
+            raise GeFailure(statuses["failed"], f"block {self.name}: no L1 memory of {mem.size} bytes to move to")
+        self.mem = chunk
 
     def sync_all_local(self, dst: int, statuses: dict) -> None:
         if not self.valid(dst):
@@ -283,9 +332,10 @@ class Allocator:
         s = self.stream
         need_recycle = False
         counts, rows = block.counts, block.mif.rows
-        if counts[s] > 0:
-            counts[s] -= 1
-            if counts[s] == 0:
+        c = counts[s]
+        if c > 0:
+            counts[s] = c = c - 1
+            if c == 0:
                 need_recycle = True
                 rows[s] &= ~(1 << s)
         if not rows[s]:
@@ -293,10 +343,14 @@ class Allocator:
                 self.birth_recycle(block)
             else:
                 self.borrow_recycle(block)
-            return
-        if need_recycle:
-            self.local.push(block)
-            self.world.recycle("local", s, block)
+        elif need_recycle:
+            local = self.local
+            local.entries[local.seq] = VersionEntry(block.version, block)    # LocalRecycleList.push
+            local.seq += 1
+            world = self.world
+            world.events.append({"kind": "recycle", "mode": "local", "stream": s, "block": block.name})
+            if world.timeline is not None:
+                world.timeline.append((world.step, "local", s, block.oid))
 
     def birth_recycle(self, block: Block) -> None:
         st = self.world.statuses

@@ -5,14 +5,17 @@ defines them, streams inside the run. Errors are collected with their JSON path 
 a 10^6-op trace loads at json.loads speed)."""
 from __future__ import annotations
 
+import gc
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 from engine.core.errors import InputError, Loc, Problem, did_you_mean, display_path
 from engine.core.yamlloc import YList, YMap, load_yaml
 
 # field kinds: int, stream (an allocator index), bool, str, ints, block/tensor/mem/mif (a defined
-# name), new:KIND (defines a name), opt:... (optional), block|null
+# name), new:KIND (defines a name), opt:... (optional), ...|null (a kernel input GE checks for
+# null: the step fails with GRAPH_FAILED)
 _S, _I = "stream", "int"
 OPS: dict[str, dict[str, str]] = {
     "malloc": {"stream": _S, "size": _I, "as": "new:block"},
@@ -26,12 +29,14 @@ OPS: dict[str, dict[str, str]] = {
     "get_and_clear_borrow": {"allocator": _S, "dst": _I},
     "birth_recycle": {"allocator": _S, "block": "block"},
     "plus_version": {"block": "block"},
+    "move_l2_to_l1": {"block": "opt:block", "block_of": "opt:tensor"},
     "reinit": {"allocator": _S, "mem": "mem?", "as": "new:block"},
     "add_count": {"block": "block", "stream": _I},
     "sub_count": {"block": "block", "stream": _I},
     "pool_acquire": {"pool": "str", "allocator": _S, "mem": "opt:mem", "size": "opt:int", "as": "new:block"},
     "pool_release": {"pool": "str", "block": "block"},
     "l1_malloc": {"size": _I, "as": "new:mem", "l1": "opt:str"},
+    "l1_free": {"mem": "mem|null"},
     "l1_fail": "bool",
     "set_l1": {"allocator": _S, "l1": "str", "capacity": "opt:int"},
     "mif_new": {"as": "new:mif", "streams": _I},
@@ -43,15 +48,17 @@ OPS: dict[str, dict[str, str]] = {
     "mif_is_set": {"mif": "mif", "maintained": _I, "stream": _I},
     "mif_is_any_set": {"mif": "mif", "maintained": _I},
     "to_all_bit": {"stream_num": _I, "stream": _I},
-    "create_events": {"infos": "pairs"},
+    "create_events": {"infos": "pairs|null"},
     "define_events": "events",
-    "send_events": {"allocator": _S, "ids": "ints", "rt_events": "opt:count"},
-    "wait_events": {"allocator": _S, "ids": "ints", "rt_events": "opt:count"},
-    "last_wait_events": {"ids": "ints", "rt_events": "opt:count"},
+    "send_events": {"allocator": "stream|null", "ids": "ints|null", "rt_events": "opt:count|null"},
+    "wait_events": {"allocator": "stream|null", "ids": "ints|null", "rt_events": "opt:count|null"},
+    "last_wait_events": {"ids": "ints|null", "rt_events": "opt:count|null"},
     "access_cross_stream": {"tensor": "tensor", "dst_stream": _I, "as": "new:tensor"},
     "free_tensor": {"tensor": "tensor"},
+    "share_tensor_data": {"allocator": _S, "addr": "str", "size": _I, "as": "new:tensor"},
 }
 ONE_OF = {"sync_local_recycle": ("block", "block_of"), "sync_all_local_recycle": ("block", "block_of"),
+          "move_l2_to_l1": ("block", "block_of"),
           "pool_acquire": ("mem", "size")}
 TOP_KEYS = ("streams", "l1", "events", "ops", "placement")
 EVENT_OPS = ("send_events", "wait_events", "last_wait_events")
@@ -65,7 +72,26 @@ class Trace:
         self.events, self.ops, self.file = events, ops, file
 
 
+@contextmanager
+def no_gc():
+    """Note [gc]: reading and running a trace makes millions of objects and frees few; the
+    cyclic collector's full passes over them would cost more than the work (as in
+    engine/core/dumpio.py). The collector is off inside and back as it was after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def load_trace(path: str, rules) -> Trace:
+    with no_gc():
+        return _load_trace(path, rules)
+
+
+def _load_trace(path: str, rules) -> Trace:
     file = display_path(path)
     is_json = Path(path).suffix.lower() == ".json"
     if is_json:
@@ -155,9 +181,15 @@ def _check(doc, rules, problems: list, file: str) -> Trace:
         err(((("ops",) if "ops" in doc else ()), "trace: 'ops' must be a list of one-key mappings",
              "write ops: [{malloc: {stream: 0, size: 1024, as: b0}}]"))
         ops = []
+    fast = _FAST_FACTORY(names["block"], names["tensor"], names["mem"], names["mif"], streams, _MISSING, _pairs)
     for i, op in enumerate(ops):
         if later and isinstance(op, dict) and len(op) == 1 and next(iter(op)) in EVENT_OPS:
             _check_later(later, names, err)      # the first event kernel reads the table's spaces
+        if type(op) is dict and len(op) == 1:
+            (name, body), = op.items()
+            check = fast.get(name)
+            if check is not None and check(body):
+                continue
         _check_op(op, i, streams, names, err, later)
     _check_later(later, names, err)
     return Trace(streams, capacity, placement, events, ops, file)
@@ -245,11 +277,13 @@ def _check_op(op, i, streams, names, err, later) -> None:
     if pair and sum(k in body for k in pair) != 1:
         err((p, f"{name}: give exactly one of '{pair[0]}' and '{pair[1]}'", f"write {pair[0]}: ..."))
     new = None
-    for key, code, what, optional in fields:
+    for key, code, what, optional, nullable in fields:
         v = body.get(key, _MISSING)
         if v is _MISSING:
             if not optional:
                 err((p, f"{name}: missing field '{key}'", f"add {key}: ..."))
+            continue
+        if v is None and nullable:
             continue
         if code == _REF:
             if isinstance(v, str) and v in names[what]:
@@ -305,13 +339,15 @@ def _compile(spec: dict) -> tuple:
     fields = []
     for key, kind in spec.items():
         optional = kind.startswith("opt:") or kind == "mem?"
+        nullable = kind.endswith("|null")
         kind = kind[4:] if kind.startswith("opt:") else kind.rstrip("?")
+        kind = kind.removesuffix("|null")
         if kind.startswith("new:"):
-            fields.append((key, _NEW, kind[4:], optional))
+            fields.append((key, _NEW, kind[4:], optional, nullable))
         elif kind in _CODES:
-            fields.append((key, _CODES[kind], "", optional))
+            fields.append((key, _CODES[kind], "", optional, nullable))
         else:
-            fields.append((key, _REF, kind, optional))
+            fields.append((key, _REF, kind, optional, nullable))
     return frozenset(spec), tuple(fields), None
 
 
@@ -323,3 +359,75 @@ def _name_hint(name: str, known: set, what: str) -> str:
     if not known:
         return f"no {what} is defined before this op; an op's 'as:' names one"
     return did_you_mean(name, known, what + "s")
+
+
+# ---- the fast path -----------------------------------------------------------------------
+# Note [fast checks]: `_check_op` walks an op's field table and says what is wrong; for a 10^6-op
+# trace that walk costs more than the JSON parse. So each op kind's table is also compiled once
+# into a straight-line predicate: true when the op is well-formed (and then it records the name
+# the op defines, as `_check_op` would), false otherwise. It only accepts what `_check_op`
+# accepts (exact `dict`/`str`/`int` types; a YAML trace's located subclasses take the slow path),
+# and every op it refuses goes through `_check_op`, which finds and words the problem — so the
+# messages and their order are those of the slow path alone.
+_NAME_SETS = ("block", "tensor", "mem", "mif")
+
+
+def _fast_source() -> str:
+    lines = ["def factory(N_block, N_tensor, N_mem, N_mif, streams, MISSING, pairs):"]
+    table = []
+    for name, spec in OPS.items():
+        if not isinstance(spec, dict):
+            continue                              # bool and events ops: always the slow path
+        keyset, fields, pair = _COMPILED[name]
+        lines += [f"    def {name}(b):", "        if type(b) is not dict: return False"]
+        required = sum(not f[3] for f in fields)
+        count = [str(required)]
+        define = None
+        for k, (key, code, what, optional, nullable) in enumerate(fields):
+            v = f"v{k}"
+            if code == _REF:
+                test = f"type({v}) is str and {v} in N_{what}"
+                if what == "mem" and key == "mem" and name == "reinit":
+                    test = f"{v} is None or {test}"
+            elif code == _INT:
+                test = f"type({v}) is int" + (f" and {v} >= 0" if key in ("size", "capacity") else "")
+            elif code == _STREAM:
+                test = f"type({v}) is int and 0 <= {v} < streams"
+            elif code in (_NEW, _STR):
+                test = f"type({v}) is str"
+                if code == _NEW:
+                    define = (what, v, optional)
+            elif code == _INTS:
+                test = f"type({v}) is list and all(type(x) is int for x in {v})"
+            elif code == _COUNT:
+                test = f"(type({v}) is int and {v} >= 0) or type({v}) is list"
+            else:
+                test = f"pairs({v})"
+            if nullable:
+                test = f"{v} is None or {test}"
+            # a missing required field is MISSING, which no test accepts
+            lines.append(f"        {v} = b.get({key!r}, MISSING)")
+            if optional:
+                lines.append(f"        if {v} is not MISSING and not ({test}): return False")
+                count.append(f"({v} is not MISSING)")
+            else:
+                lines.append(f"        if not ({test}): return False")
+        lines.append(f"        if len(b) != {' + '.join(count)}: return False")   # no unknown key
+        if pair:
+            lines.append(f"        if ({pair[0]!r} in b) + ({pair[1]!r} in b) != 1: return False")
+        if define is not None:
+            what, v, optional = define
+            lines.append(f"        {f'if {v} is not MISSING: ' if optional else ''}N_{what}.add({v})")
+        lines.append("        return True")
+        table.append(f"{name!r}: {name}")
+    lines.append("    return {" + ", ".join(table) + "}")
+    return "\n".join(lines) + "\n"
+
+
+def _compile_fast():
+    space: dict = {}
+    exec(compile(_fast_source(), "<memtrace fast checks>", "exec"), space)   # noqa: S102 - our own source
+    return space["factory"]
+
+
+_FAST_FACTORY = _compile_fast()

@@ -8,7 +8,7 @@
   var SVGNS = "http://www.w3.org/2000/svg";
   var NODE_W = 170, NODE_H = 40, FRAME_TOP = 22;
   var DATA = JSON.parse(document.getElementById("mc-data").textContent);
-  var items = DATA.insertions, rules = DATA.rules || {};
+  var items = DATA.insertions, rules = DATA.rules || {}, stepTable = DATA.steps || [];
   var cardsEl = document.getElementById("mc-cards");
   if (!cardsEl) return;
   var selects = Array.prototype.slice.call(document.querySelectorAll("select[data-filter]"));
@@ -179,7 +179,8 @@
   function steps(it) {
     var ol = el("ol", "mc-steps");
     var cited = false;
-    (it.explanation || []).forEach(function (s) {
+    (it.explanation || []).forEach(function (k) {
+      var s = typeof k === "number" ? stepTable[k] : k;     // an index into the page's shared steps
       var li = el("li");
       li.appendChild(el("p", "mc-step", s.text));
       if (s.rule || s.loc) li.appendChild(cite(s.rule, s.loc));

@@ -168,6 +168,11 @@ class _Loads:
         from engine.varmgr.loading import SessionAllocators, memory_mode
         self.vm, self.devices = vm, sorted(set(devices or ()))
         self.mode = memory_mode(vm.policy, {**vm.options, **options}, memory_size)
+        if self.devices and self.mode is None:
+            raise InputError(Problem(Loc(vm.policy.file), "--load-device needs the variable policy's "
+                                     "memory_modes", "add a `memory_modes:` block (see rules/ge/variables.yaml)"))
+        if any(d < 0 for d in self.devices):
+            raise InputError(Problem(Loc("--load-device"), "a device id is a number >= 0", "write e.g. --load-device 0"))
         self.allocators = SessionAllocators()
         self.runs: list[tuple[int, int, list]] = []
 

@@ -39,23 +39,16 @@ def memory_type_of(node: Node, policy: VarPolicy) -> int:
 
 
 def var_op(node: Node, policy: VarPolicy, desc: TensorDesc | None = None) -> VarOp:
-    attrs, names = node.op.attr, policy.attrs
-    weight = typed_attr(attrs, names.weights, "t")
-    path = ""
-    for key in names.file_path:
-        path = typed_attr(attrs, key, "s") or ""
-        if path:
-            break
-    ext = None
-    if node.type in policy.op_types.const_place_holder:
-        ext = typed_attr(attrs, names.external_address, "i")
-    inner = 0
-    if node.op.output_desc:
-        inner = typed_attr(node.op.output_desc[0].attr, names.inner_offset, "i") or 0
-    return VarOp(node.name, node.type, desc if desc is not None else output_desc(node, policy),
-                 weight=None if weight is None else bytes(weight.data), file_path=path,
-                 file_offset=typed_attr(attrs, names.file_offset, "i") or 0, external_address=ext,
-                 output_offsets=tuple(node.op.output_i), inner_offset=inner)
+    """What VarManager reads from the node's OpDesc (one implementation: PlacedReader.var_op)."""
+    return reader_for(policy).var_op(node, desc if desc is not None else output_desc(node, policy))
+
+
+def reader_for(policy: VarPolicy) -> "PlacedReader":
+    """The policy's PlacedReader, made once."""
+    got = policy.derived.get("placed_reader")
+    if got is None:
+        got = policy.derived["placed_reader"] = PlacedReader(policy)
+    return got
 
 
 def node_var_size(node: Node, desc: TensorDesc, policy: VarPolicy, padding: int) -> int:

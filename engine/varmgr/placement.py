@@ -15,7 +15,7 @@ from engine.core.graph import Model, Node
 from engine.varmgr import getypes as t
 from engine.varmgr.desc import DescCache, TensorDesc
 from engine.varmgr.manager import VarManager
-from engine.varmgr.nodes import PlacedReader, is_ref_node, node_var_size, output_desc, var_op
+from engine.varmgr.nodes import is_ref_node, node_var_size, output_desc, reader_for, var_op
 from engine.varmgr.records import BroadcastInfo, Status, VarError
 
 MAX_RECURSION = 16        # kVarMemMaxRecursion
@@ -113,7 +113,7 @@ def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
     base = mgr.var_mem_logic_base
     out: list[PlanEntry] = []
     append = out.append
-    reader = PlacedReader(policy)
+    reader = reader_for(policy)
     cache = DescCache(policy.attrs.init_value)
     read_desc, sized = cache.read, cache.with_size
     addr_map = res.var_addr_mgr_map

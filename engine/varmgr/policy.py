@@ -274,8 +274,10 @@ class VarPolicy:
     memory_modes: MemoryModes | None = None
     _rules_by_kind: dict = field(init=False, repr=False, compare=False)
     _types_by_rt: dict = field(init=False, repr=False, compare=False)
+    derived: dict = field(init=False, repr=False, compare=False)   # lookups built from the policy, once
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "derived", {})
         # lookups on the planning hot path, computed once
         object.__setattr__(self, "_rules_by_kind", {r.kind: r for r in reversed(self.reuse_rules)})
         object.__setattr__(self, "_types_by_rt", {s.rt: s for s in reversed(self.memory_types)})

@@ -23,7 +23,7 @@ from engine.core.resources import default_pack_dir
 from engine.varmgr.desc import TensorDesc
 from engine.varmgr.manager import VarManager, VarManagerPool
 from engine.varmgr.physical import check_init_value
-from engine.varmgr.placement import GraphPlan
+from engine.varmgr.placement import GraphPlan, graph_available_memory
 from engine.varmgr.policy import VarPolicy
 from engine.pack.overlay import base_chain
 from engine.varmgr.policy_load import default_policy, load_policy
@@ -123,6 +123,7 @@ def cmd_plan(args) -> int:
     vm = session.manager
     plans: list[tuple[str, GraphPlan]] = []
     loads = _Loads(vm, options, args.memory_size, args.load_device)
+    available: list[int] = []
     runs: list[dict] = []
     outputs: list[tuple[str, bytes]] = []
     for k, path in enumerate(args.graphs):
@@ -130,6 +131,8 @@ def cmd_plan(args) -> int:
         model, file_options = _load(path, pack)
         note_graph(path, model)
         runs.append(_compile(session, pack, model, {**file_options, **options}, path))
+        if args.json:
+            available.append(graph_available_memory(model, vm))
         plan = end_graph(session, model, path)
         _check_init_values(model, plan, vm, path)
         plans.append((display_path(path), plan))
@@ -146,6 +149,8 @@ def cmd_plan(args) -> int:
     doc.update(loads.to_json())
     for g, run in zip(doc["graphs"], runs):
         g["passes"] = run
+    for g, free in zip(doc["graphs"], available):
+        g["available_memory"] = free          # GetGraphAvailableMemory before the graph's placement
     if args.json:
         outputs.append((args.json, (json.dumps(doc, indent=1) + "\n").encode()))
     if args.html:

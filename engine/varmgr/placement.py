@@ -13,7 +13,7 @@ from typing import NamedTuple
 from engine.core.attrs import typed_attr
 from engine.core.graph import Model, Node
 from engine.varmgr import getypes as t
-from engine.varmgr.desc import DescCache, TensorDesc
+from engine.varmgr.desc import DescCache, TensorDesc, desc_from_proto
 from engine.varmgr.manager import VarManager
 from engine.varmgr.nodes import is_ref_node, node_var_size, output_desc, reader_for, var_op
 from engine.varmgr.records import BroadcastInfo, Status, VarError
@@ -67,6 +67,25 @@ def plan_graph(model: Model, mgr: VarManager, graph_id: int) -> GraphPlan:
     return GraphPlan(graph_id, model.root.name, tuple(entries), tuple(broadcasts), batch)
 
 
+def graph_available_memory(model: Model, mgr: VarManager) -> int:
+    """GetGraphAvailableMemory (model_data_info.cc), asked before the graph is placed: the use
+    maximum less the variable space (its maximum, or what is in use when that is more) less the
+    padded output sizes of the root graph's placed nodes the session does not know by name.
+    Unsigned 64-bit arithmetic as GE's (a shortfall wraps around)."""
+    policy = mgr.policy
+    types = policy.op_types.available_memory or policy.op_types.placed
+    padding = _padding(mgr)
+    new_total = 0
+    for node in model.root.nodes():
+        if node.type not in types or mgr.is_var_exist(node.name):
+            continue
+        for td in node.op.output_desc:
+            new_total += node_var_size(node, output_desc_of(td, policy), policy, padding)
+    max_var = mgr.get_var_mem_max_size()
+    current = mgr.get_var_mem_size(mgr.hbm_rt)
+    return (mgr.get_use_max_memory_size() - max(current, max_var) - new_total) % (1 << 64)
+
+
 def register_batch_variables(model: Model, mgr: VarManager,
                              nodes: list[Node] | None = None) -> tuple[tuple[str, str], ...]:
     """SetBatchVariablesKeyName for each variable named `<name><batch_name_postfix><k>` (what
@@ -85,6 +104,10 @@ def register_batch_variables(model: Model, mgr: VarManager,
                 mgr.set_batch_variables_key_name(node.name, node.name[:pos])
                 out.append((node.name, node.name[:pos]))
     return tuple(out)
+
+
+def output_desc_of(td, policy) -> TensorDesc:
+    return desc_from_proto(td, policy.attrs.init_value)
 
 
 def _padding(mgr: VarManager) -> int:

@@ -165,6 +165,7 @@ class OpTypes:
     identity: frozenset[str]
     partitioned_call: frozenset[str]
     net_output: frozenset[str]
+    available_memory: frozenset[str]
     loc: Loc
 
 

@@ -112,18 +112,23 @@ class PlacedReader:
         rt = self.mem_values.get(mem.i, self.mem_default) if mem is not None else self.mem_default
         return False, name or node.name, rt
 
-    def var_op(self, node: Node, desc: TensorDesc, offsets: tuple[int, ...] | None = None) -> VarOp:
-        """var_op(node, policy, desc); `offsets` is the node's output offsets when known."""
+    def inner_offset(self, td) -> int:
+        """`_inner_offset` of an output descriptor (0 without one)."""
+        attrs = td.attr
+        a = _attr(attrs, self.inner_key, "i") if attrs else None
+        return a.i if a is not None else 0
+
+    def var_op(self, node: Node, desc: TensorDesc, offsets: tuple[int, ...] | None = None,
+               inner: int | None = None) -> VarOp:
+        """var_op(node, policy, desc); `offsets` (the node's output offsets) and `inner` (output 0's
+        inner offset) when the caller knows them."""
         op = node.op
         if offsets is None:
             offsets = tuple(op.output_i)
         attrs = op.attr
-        inner = 0
-        outs = op.output_desc
-        if outs:
-            oattrs = outs[0].attr
-            a = _attr(oattrs, self.inner_key, "i") if oattrs else None
-            inner = a.i if a is not None else 0
+        if inner is None:
+            outs = op.output_desc
+            inner = self.inner_offset(outs[0]) if outs else 0
         if not attrs:
             return VarOp(node.name, node.type, desc, output_offsets=offsets, inner_offset=inner)
         weight = _attr(attrs, self.weights, "t")

@@ -54,7 +54,8 @@ def plan_graph(model: Model, mgr: VarManager, graph_id: int) -> GraphPlan:
     paused = gc.isenabled()
     gc.disable()
     try:
-        nodes = model.all_nodes()          # one GetAllNodes snapshot: the steps add no nodes
+        # one GetAllNodes snapshot (the steps add no nodes); without subgraphs, the root's nodes
+        nodes = list(model.root.nodes()) if len(model.graphs) == 1 else model.all_nodes()
         batch = register_batch_variables(model, mgr, nodes)
         descs: dict[Node, TensorDesc] = {}
         addrs: dict[Node, int] = {}
@@ -144,6 +145,7 @@ def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
     type_names: dict[int, str] = {}
     zero_offsets: dict[int, tuple[int, ...]] = {}
     sizes: dict[bytes, int] = {}
+    inners: dict[bytes, int] = {}
     string = t.DT_STRING
     for node in model.all_nodes() if nodes is None else nodes:
         if node.type not in placed:
@@ -177,7 +179,12 @@ def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
         # (twice for a variable with a source variable attribute)
         key = var_key(name, desc)
         if key not in addr_map:
-            result = mgr.assign_var_mem(name, reader.var_op(node, desc, zeros), desc, mem_type, key)
+            inner = inners.get(dkey) if dkey is not None else None
+            if inner is None:
+                inner = reader.inner_offset(td)     # a function of the descriptor's bytes
+                if dkey is not None:
+                    inners[dkey] = inner
+            result = mgr.assign_var_mem(name, reader.var_op(node, desc, zeros, inner), desc, mem_type, key)
             if node.type in variable and op.attr:
                 offsets[:] = zeros
                 _assign_data_to_fp32_var(node, mgr)

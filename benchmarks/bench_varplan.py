@@ -2,6 +2,7 @@
 
     python benchmarks/bench_varplan.py [N ...]        # default: 10000 100000
     python benchmarks/bench_varplan.py --session [GRAPHS [VARS [SHARED]]]   # default: 20 2000 1500
+    python benchmarks/bench_varplan.py --session-run [...]    # the same with `memconflict run`
 
 Two measurements per N:
 * core:  VarManager.assign_var_mem on plain inputs (names, descriptors, weights);
@@ -106,8 +107,9 @@ def session_graph(k: int, n: int, shared: int) -> pb.ModelDef:
     return model
 
 
-def bench_session(graphs: int, n: int, shared: int) -> tuple[float, float]:
+def bench_session(graphs: int, n: int, shared: int, command: str = "vars plan") -> tuple[float, float]:
     """(CPU s of the runs over one state file, CPU s of the same runs from fresh state files)."""
+    cmd = command.split()
     import tempfile
     from engine.cli import main as cli
     from engine.core.dumpio import save_model
@@ -116,28 +118,29 @@ def bench_session(graphs: int, n: int, shared: int) -> tuple[float, float]:
         for k in range(graphs):
             paths.append(f"{tmp}/g{k}.pb")
             save_model(build_model(session_graph(k, n, shared)), paths[-1])
-        cli(["vars", "plan", paths[0], "--var-state", f"{tmp}/warm.pb"])   # imports and pack cache
+        cli([*cmd, paths[0], "--var-state", f"{tmp}/warm.pb"])   # imports and pack cache
         start = time.process_time()
         for path in paths:
-            cli(["vars", "plan", path, "--var-state", f"{tmp}/session.pb"])
+            cli([*cmd, path, "--var-state", f"{tmp}/session.pb"])
         session = time.process_time() - start
         single = 0.0
         for k, path in enumerate(paths):
             start = time.process_time()
-            cli(["vars", "plan", path, "--var-state", f"{tmp}/single{k}.pb"])
+            cli([*cmd, path, "--var-state", f"{tmp}/single{k}.pb"])
             single += time.process_time() - start
     return session, single
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--session"]:
+    if argv[:1] in (["--session"], ["--session-run"]):
         import contextlib
         import io
         args = [int(a) for a in argv[1:]] + [20, 2000, 1500][len(argv) - 1:]
+        command = "vars plan" if argv[0] == "--session" else "run"
         with contextlib.redirect_stdout(io.StringIO()):
-            session, single = bench_session(*args[:3])
-        print(f"{args[0]} graphs x {args[1]} variables ({args[2]} shared): session {session:.2f} s CPU, "
-              f"single runs {single:.2f} s CPU, ratio {session / single:.2f}")
+            session, single = bench_session(*args[:3], command)
+        print(f"{command}: {args[0]} graphs x {args[1]} variables ({args[2]} shared): session {session:.2f} s "
+              f"CPU, single runs {single:.2f} s CPU, ratio {session / single:.2f}")
         return 0
     sizes = [int(a) for a in argv] or [10_000, 100_000]
     print(f"{'N':>8} {'core s':>8} {'us/var':>7} {'build s':>8} {'plan s':>8} {'cpu s':>8} {'us/var':>7}")

@@ -23,12 +23,13 @@ from engine.core.resources import default_pack_dir
 from engine.varmgr.desc import TensorDesc
 from engine.varmgr.manager import VarManager, VarManagerPool
 from engine.varmgr.physical import check_init_value
-from engine.varmgr.placement import GraphPlan
+from engine.varmgr.placement import GraphPlan, graph_available_memory
 from engine.varmgr.policy import VarPolicy
 from engine.pack.overlay import base_chain
 from engine.varmgr.policy_load import default_policy, load_policy
 from engine.varmgr.rebuild import GraphRebuildStateCtrl
 from engine.varmgr.session import open_session
+from engine.cli.varload import Loads
 from engine.cli.varstate import begin_graph, end_graph, pack_policy
 from engine.varmgr.state import encode, is_text_path, to_info
 
@@ -134,7 +135,8 @@ def cmd_plan(args) -> int:
         vm.set_external_var(*_external_var(args.external_var))
     extras: list[dict] = []
     plans: list[tuple[str, GraphPlan]] = []
-    loads = _Loads(vm, options, args.memory_size, args.load_device)
+    loads = Loads(vm, options, args.memory_size, args.load_device)
+    available: list[int] = []
     runs: list[dict] = []
     outputs: list[tuple[str, bytes]] = []
     for k, path in enumerate(args.graphs):
@@ -142,6 +144,8 @@ def cmd_plan(args) -> int:
         model, file_options = _load(path, pack)
         note_graph(path, model)
         runs.append(_compile(session, pack, model, {**file_options, **options}, path))
+        if args.json:
+            available.append(graph_available_memory(model, vm))
         plan = end_graph(session, model, path)
         _check_init_values(model, plan, vm, path)
         from engine.cli.varext import entry_extras
@@ -162,6 +166,8 @@ def cmd_plan(args) -> int:
     doc.update(loads.to_json())
     for g, run in zip(doc["graphs"], runs):
         g["passes"] = run
+    for g, free in zip(doc["graphs"], available):
+        g["available_memory"] = free          # GetGraphAvailableMemory before the graph's placement
     if args.json:
         outputs.append((args.json, (json.dumps(doc, indent=1) + "\n").encode()))
     if args.html:
@@ -184,67 +190,6 @@ def _external_var(text: str) -> tuple[int, int]:
     except ValueError as exc:
         raise InputError(Problem(Loc("--external-var"), f"'{text}': {exc}",
                                  "write ADDR:SIZE, e.g. --external-var 0x7f0000000000:1048576")) from None
-
-
-class _Loads:
-    """`--load-device`: each planned graph loaded on each device (engine/varmgr/loading.py)."""
-
-    def __init__(self, vm: VarManager, options: dict[str, str], memory_size: int | None, devices):
-        from engine.varmgr.loading import SessionAllocators, memory_mode
-        self.vm, self.devices = vm, sorted(set(devices or ()))
-        self.mode = memory_mode(vm.policy, {**vm.options, **options}, memory_size)
-        self.allocators = SessionAllocators()
-        self.runs: list[tuple[int, int, list]] = []
-
-    def load(self, plan: GraphPlan) -> None:
-        from engine.varmgr.loading import load_graph
-        if self.mode is None:
-            return
-        for device in self.devices:
-            self.runs.append((plan.graph_id, device, load_graph(self.vm, plan, device, self.allocators,
-                                                                self.mode)))
-
-    def failed(self) -> list[str]:
-        return [f"graph {g} on device {d}: '{v.name}'" for g, d, vs in self.runs for v in vs if v.dev_addr is None]
-
-    def why(self) -> str:
-        fails = [f for (_, _, _), a in sorted(self.allocators.allocators.items()) for f in a.failures]
-        mode = "ge.variableUse1gHugePage 1G-only, no fallback to device malloc" if self.mode.huge_page == "only" \
-            else "device malloc failed"
-        return mode + (f"; variable allocator: {fails[-1]}" if fails else "")
-
-    def to_json(self) -> dict:
-        from engine.varmgr.loading import device_flags
-        if self.mode is None:
-            return {}
-        out = {"memory_mode": self.mode.to_json()}
-        if not self.devices:
-            return out
-        out["loads"] = [{"graph_id": g, "device": d, "variables": [{
-            "node": v.node, "name": v.name, "var_key": v.var_key, "memory_type": v.memory_type,
-            "logic": v.logic, "dev_addr": v.dev_addr, "action": v.action} for v in vs]} for g, d, vs in self.runs]
-        out["devices"] = {str(d): {**device_flags(self.vm, d), "allocators": [
-            a.to_json() for (s, dev, _), a in sorted(self.allocators.allocators.items()) if dev == d]}
-            for d in self.devices}
-        alloc = self.vm.expandable_allocator
-        out["var_memory_allocator"] = alloc.base if alloc is not None and hasattr(alloc, "base") else None
-        return out
-
-    def render(self) -> str:
-        if self.mode is None or not self.devices:
-            return ""
-        m = self.mode
-        lines = [f"memory mode: static memory policy {m.policy}, huge pages {m.huge_page}, "
-                 f"page size {m.page_size}"]
-        for g, d, vs in self.runs:
-            bad = [v for v in vs if v.dev_addr is None]
-            lines.append(f"graph {g} loaded on device {d}: {len(vs) - len(bad)} of {len(vs)} variables "
-                         "have device memory" + (": " + ", ".join(f"'{v.name}' failed" for v in bad) if bad else ""))
-        for (s, d, _), a in sorted(self.allocators.allocators.items()):
-            lines.append(f"device {d} session {s} variable allocator: {a.used} bytes used, {a.mapped_pages} "
-                         f"pages of {a.page_size} mapped" + (f", {a.fallback_pages} as 2M pages" if a.fallback_pages
-                                                             else "") + ("" if a.supported else ", unsupported"))
-        return "\n" + "\n".join(lines)
 
 
 def _pack(rules):

@@ -157,10 +157,12 @@ class VarManager:
                                f"{self.session_id}: {exc.message}", name) from None
             footprint = mem.var_mem_size - before if mem.rt == self._hbm_rt else size
             address, typ, rule_id = res.var_addr_mgr_map[key].address, mem_type, None
+            if cur is None or not cur.same_view(desc):   # SetVarAddr of a stored key: the current desc
+                res.cur_var_tensor_desc_map[batch.get(name, name) if batch else name] = desc
         else:
             address, typ, rule_id = found
-        if cur is None or not cur.same_view(desc):
-            res.set_var_addr(name, desc, address, typ, op, key)
+            if cur is None or not cur.same_view(desc):
+                res.set_var_addr(name, desc, address, typ, op, key)
         return Assignment(name, key, address, typ, size, footprint, rule_id)
 
     def restore_var_mem(self, name: str, op: VarOp, desc: TensorDesc, mem_type: int) -> None:

@@ -39,26 +39,16 @@ def memory_type_of(node: Node, policy: VarPolicy) -> int:
 
 
 def var_op(node: Node, policy: VarPolicy, desc: TensorDesc | None = None) -> VarOp:
-    attrs, names = node.op.attr, policy.attrs
-    weight = typed_attr(attrs, names.weights, "t")
-    path = ""
-    for key in names.file_path:
-        path = typed_attr(attrs, key, "s") or ""
-        if path:
-            break
-    ext = None
-    if node.type in policy.op_types.const_place_holder:
-        ext = typed_attr(attrs, names.external_address, "i")
-        if policy.external is not None:          # GetConstPlaceHolderAddr's checks (engine/varmgr/external.py)
-            from engine.varmgr.external import const_place_holder_addr
-            ext, _ = const_place_holder_addr(node, policy.external.place_holder)
-    inner = 0
-    if node.op.output_desc:
-        inner = typed_attr(node.op.output_desc[0].attr, names.inner_offset, "i") or 0
-    return VarOp(node.name, node.type, desc if desc is not None else output_desc(node, policy),
-                 weight=None if weight is None else bytes(weight.data), file_path=path,
-                 file_offset=typed_attr(attrs, names.file_offset, "i") or 0, external_address=ext,
-                 output_offsets=tuple(node.op.output_i), inner_offset=inner)
+    """What VarManager reads from the node's OpDesc (one implementation: PlacedReader.var_op)."""
+    return reader_for(policy).var_op(node, desc if desc is not None else output_desc(node, policy))
+
+
+def reader_for(policy: VarPolicy) -> "PlacedReader":
+    """The policy's PlacedReader, made once."""
+    got = policy.derived.get("placed_reader")
+    if got is None:
+        got = policy.derived["placed_reader"] = PlacedReader(policy)
+    return got
 
 
 def node_var_size(node: Node, desc: TensorDesc, policy: VarPolicy, padding: int) -> int:
@@ -108,6 +98,8 @@ class PlacedReader:
         self.weights, self.file_path, self.file_offset = names.weights, names.file_path, names.file_offset
         self.ext_key, self.inner_key = names.external_address, names.inner_offset
         self.const_place_holder = policy.op_types.const_place_holder
+        # GetConstPlaceHolderAddr's checks (engine/varmgr/external.py), when the pack has `external:`
+        self.place_holder = policy.external.place_holder if policy.external is not None else None
 
     def head(self, node: Node) -> tuple[bool, str, int]:
         """(is a ref node, its VarManager name, its memory type)."""
@@ -122,18 +114,23 @@ class PlacedReader:
         rt = self.mem_values.get(mem.i, self.mem_default) if mem is not None else self.mem_default
         return False, name or node.name, rt
 
-    def var_op(self, node: Node, desc: TensorDesc, offsets: tuple[int, ...] | None = None) -> VarOp:
-        """var_op(node, policy, desc); `offsets` is the node's output offsets when known."""
+    def inner_offset(self, td) -> int:
+        """`_inner_offset` of an output descriptor (0 without one)."""
+        attrs = td.attr
+        a = _attr(attrs, self.inner_key, "i") if attrs else None
+        return a.i if a is not None else 0
+
+    def var_op(self, node: Node, desc: TensorDesc, offsets: tuple[int, ...] | None = None,
+               inner: int | None = None) -> VarOp:
+        """var_op(node, policy, desc); `offsets` (the node's output offsets) and `inner` (output 0's
+        inner offset) when the caller knows them."""
         op = node.op
         if offsets is None:
             offsets = tuple(op.output_i)
         attrs = op.attr
-        inner = 0
-        outs = op.output_desc
-        if outs:
-            oattrs = outs[0].attr
-            a = _attr(oattrs, self.inner_key, "i") if oattrs else None
-            inner = a.i if a is not None else 0
+        if inner is None:
+            outs = op.output_desc
+            inner = self.inner_offset(outs[0]) if outs else 0
         if not attrs:
             return VarOp(node.name, node.type, desc, output_offsets=offsets, inner_offset=inner)
         weight = _attr(attrs, self.weights, "t")
@@ -147,6 +144,9 @@ class PlacedReader:
         if node.type in self.const_place_holder:
             a = _attr(attrs, self.ext_key, "i")
             ext = a.i if a is not None else None
+            if self.place_holder is not None:
+                from engine.varmgr.external import const_place_holder_addr
+                ext, _ = const_place_holder_addr(node, self.place_holder)
         off = _attr(attrs, self.file_offset, "i")
         return VarOp(node.name, node.type, desc, weight=None if weight is None else bytes(weight.t.data),
                      file_path=path, file_offset=off.i if off is not None else 0, external_address=ext,

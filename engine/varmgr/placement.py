@@ -13,9 +13,9 @@ from typing import NamedTuple
 from engine.core.attrs import typed_attr
 from engine.core.graph import Model, Node
 from engine.varmgr import getypes as t
-from engine.varmgr.desc import DescCache, TensorDesc
+from engine.varmgr.desc import DescCache, TensorDesc, desc_from_proto
 from engine.varmgr.manager import VarManager
-from engine.varmgr.nodes import PlacedReader, is_ref_node, node_var_size, output_desc, var_op
+from engine.varmgr.nodes import is_ref_node, node_var_size, output_desc, reader_for, var_op
 from engine.varmgr.records import BroadcastInfo, Status, VarError
 
 MAX_RECURSION = 16        # kVarMemMaxRecursion
@@ -54,7 +54,8 @@ def plan_graph(model: Model, mgr: VarManager, graph_id: int) -> GraphPlan:
     paused = gc.isenabled()
     gc.disable()
     try:
-        nodes = model.all_nodes()          # one GetAllNodes snapshot: the steps add no nodes
+        # one GetAllNodes snapshot (the steps add no nodes); without subgraphs, the root's nodes
+        nodes = list(model.root.nodes()) if len(model.graphs) == 1 else model.all_nodes()
         batch = register_batch_variables(model, mgr, nodes)
         descs: dict[Node, TensorDesc] = {}
         addrs: dict[Node, int] = {}
@@ -65,6 +66,25 @@ def plan_graph(model: Model, mgr: VarManager, graph_id: int) -> GraphPlan:
         if paused:
             gc.enable()
     return GraphPlan(graph_id, model.root.name, tuple(entries), tuple(broadcasts), batch)
+
+
+def graph_available_memory(model: Model, mgr: VarManager) -> int:
+    """GetGraphAvailableMemory (model_data_info.cc), asked before the graph is placed: the use
+    maximum less the variable space (its maximum, or what is in use when that is more) less the
+    padded output sizes of the root graph's placed nodes the session does not know by name.
+    Unsigned 64-bit arithmetic as GE's (a shortfall wraps around)."""
+    policy = mgr.policy
+    types = policy.op_types.available_memory or policy.op_types.placed
+    padding = _padding(mgr)
+    new_total = 0
+    for node in model.root.nodes():
+        if node.type not in types or mgr.is_var_exist(node.name):
+            continue
+        for td in node.op.output_desc:
+            new_total += node_var_size(node, output_desc_of(td, policy), policy, padding)
+    max_var = mgr.get_var_mem_max_size()
+    current = mgr.get_var_mem_size(mgr.hbm_rt)
+    return (mgr.get_use_max_memory_size() - max(current, max_var) - new_total) % (1 << 64)
 
 
 def register_batch_variables(model: Model, mgr: VarManager,
@@ -85,6 +105,10 @@ def register_batch_variables(model: Model, mgr: VarManager,
                 mgr.set_batch_variables_key_name(node.name, node.name[:pos])
                 out.append((node.name, node.name[:pos]))
     return tuple(out)
+
+
+def output_desc_of(td, policy) -> TensorDesc:
+    return desc_from_proto(td, policy.attrs.init_value)
 
 
 def _padding(mgr: VarManager) -> int:
@@ -113,7 +137,7 @@ def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
     base = mgr.var_mem_logic_base
     out: list[PlanEntry] = []
     append = out.append
-    reader = PlacedReader(policy)
+    reader = reader_for(policy)
     cache = DescCache(policy.attrs.init_value)
     read_desc, sized = cache.read, cache.with_size
     addr_map = res.var_addr_mgr_map
@@ -121,6 +145,7 @@ def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
     type_names: dict[int, str] = {}
     zero_offsets: dict[int, tuple[int, ...]] = {}
     sizes: dict[bytes, int] = {}
+    inners: dict[bytes, int] = {}
     string = t.DT_STRING
     for node in model.all_nodes() if nodes is None else nodes:
         if node.type not in placed:
@@ -154,7 +179,12 @@ def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
         # (twice for a variable with a source variable attribute)
         key = var_key(name, desc)
         if key not in addr_map:
-            result = mgr.assign_var_mem(name, reader.var_op(node, desc, zeros), desc, mem_type, key)
+            inner = inners.get(dkey) if dkey is not None else None
+            if inner is None:
+                inner = reader.inner_offset(td)     # a function of the descriptor's bytes
+                if dkey is not None:
+                    inners[dkey] = inner
+            result = mgr.assign_var_mem(name, reader.var_op(node, desc, zeros, inner), desc, mem_type, key)
             if node.type in variable and op.attr:
                 offsets[:] = zeros
                 _assign_data_to_fp32_var(node, mgr)

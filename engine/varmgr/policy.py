@@ -168,6 +168,7 @@ class OpTypes:
     identity: frozenset[str]
     partitioned_call: frozenset[str]
     net_output: frozenset[str]
+    available_memory: frozenset[str]
     loc: Loc
 
 
@@ -278,8 +279,10 @@ class VarPolicy:
     external: ExternalPolicy | None = None    # the `external:` block: FileConstant, export, ConstPlaceHolder
     _rules_by_kind: dict = field(init=False, repr=False, compare=False)
     _types_by_rt: dict = field(init=False, repr=False, compare=False)
+    derived: dict = field(init=False, repr=False, compare=False)   # lookups built from the policy, once
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "derived", {})
         # lookups on the planning hot path, computed once
         object.__setattr__(self, "_rules_by_kind", {r.kind: r for r in reversed(self.reuse_rules)})
         object.__setattr__(self, "_types_by_rt", {s.rt: s for s in reversed(self.memory_types)})

@@ -189,11 +189,12 @@ def _node_names(m: _Map, errors: Collector) -> NodeNames:
 
 
 _SINGLE_TYPES = ("init_flag", "ref_identity", "identity")
+_OPTIONAL_TYPES = ("available_memory",)        # unset: the placed types
 
 
 def _op_types(m: _Map) -> OpTypes:
     names = [f for f in OpTypes.__dataclass_fields__ if f != "loc"]
-    values = {f: frozenset(m.strs(f)) for f in names}
+    values = {f: frozenset(m.strs(f, default=None) if f in _OPTIONAL_TYPES else m.strs(f)) for f in names}
     for f in _SINGLE_TYPES:
         if m.ok and f in m.map and len(values[f]) != 1:
             m.errors.error(m.value_loc(f), f"op_types.{f} names the one type a pass creates",

@@ -225,10 +225,10 @@ class VarResource:
             if op.type in rule.op_types:
                 return self._file_slice(op, rule.id)
         rule = self._weights_rule
-        if rule is None or op.output is None:
+        if rule is None or op.output is None or not op.weight:
             return None
         elem = t.element_bytes(op.output.dtype)
-        if elem <= 0 or not op.weight:
+        if elem <= 0:
             return None
         for key in self.weight_index.get((elem, op.weight), ()):
             entry = self.var_addr_mgr_map.get(key)

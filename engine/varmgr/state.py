@@ -297,8 +297,11 @@ def check_info(info: vpb.VarManagerInfo, policy=None) -> list[str]:
     out: list[str] = []
     if info.version > policy.memory.max_version:
         out.append(f"session version {info.version} is invalid (at most {policy.memory.max_version})")
-    addresses = {m.address for m in r.var_addr_mgr_map.values()}
-    for key, m in r.var_addr_mgr_map.items():
+    addresses = set()
+    keys = set()
+    for key, m in r.var_addr_mgr_map.items():          # one pass: each map access makes a message
+        addresses.add(m.address)
+        keys.add(key)
         if m.memory_type not in known:
             out.append(f"var_addr_mgr_map['{key}'] has unknown memory type {m.memory_type}")
     for logic, typ in r.var_offset_map.items():
@@ -306,10 +309,11 @@ def check_info(info: vpb.VarManagerInfo, policy=None) -> list[str]:
             out.append(f"var_offset_map address {logic} belongs to no variable")
         if typ not in known:
             out.append(f"var_offset_map address {logic} has unknown memory type {typ}")
+    render = policy.var_key.render
     for name, td in r.cur_var_tensor_desc_map.items():
         desc = desc_from_proto(td)
-        key = policy.var_key.render(name, desc.format, desc.dtype)
-        if key not in r.var_addr_mgr_map:
+        key = render(name, desc.format, desc.dtype)
+        if key not in keys:
             out.append(f"variable '{name}' has a current descriptor but no address entry '{key}'")
     for typ in info.mem_resource_map:
         if typ not in known:

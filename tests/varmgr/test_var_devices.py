@@ -81,3 +81,10 @@ def test_free_var_memory_releases_the_allocator_and_clears_every_device():
     assert all(e.dev_addr == 0 for m in vm.var_resource.device_dev_maps.values() for e in m.values())
     again = vm.get_var_memory_addr(logic, 2, 0)
     assert again is not None and again < alloc.base     # MemManager's memory now
+
+
+def test_negative_device_is_an_input_error(graph, tmp_path, capsys):
+    from engine.cli import main
+    out = tmp_path / "plan.json"
+    assert main(["vars", "plan", graph, "--plan-only", "--load-device", "-1", "--json", str(out)]) == 2
+    assert "a device id is a number >= 0" in capsys.readouterr().err and not out.exists()

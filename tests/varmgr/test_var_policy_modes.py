@@ -239,3 +239,24 @@ def test_unknown_policy_value_is_an_input_error(tmp_path, graph, capsys):
     out = tmp_path / "plan.json"
     assert main(["vars", "plan", graph, "--option", "ge.exec.staticMemoryPolicy=7", "--json", str(out)]) == 2
     assert "ge.exec.staticMemoryPolicy" in capsys.readouterr().err and not out.exists()
+
+
+# ---- GetGraphAvailableMemory ---------------------------------------------------------------
+def test_graph_available_memory_as_graph_builder_unittest(tmp_path):
+    """get_graph_available_mem: a session with `var` [1,512,1,1M] FLOAT has 26 GiB left (the use
+    maximum 31 GiB less the 5 GiB variable maximum); a second graph adding `var_1` of the same
+    shape has 2 GiB + 32 bytes (its padded size) less."""
+    def graph(name, variables):
+        g = GraphBuilder(name)
+        g.op("data", "Data", outs=[desc((1, 512, 1, 1024), 0)])
+        for v in variables:
+            g.op(v, "Variable", outs=[desc((1, 512, 1, 1024 * 1024), 0)])
+        p = tmp_path / f"{name}.pbtxt"
+        save_model(g.build(), p)
+        return str(p)
+    g1, g2 = graph("g1", ["var"]), graph("g2", ["var_1", "var"])
+    doc = _plan(tmp_path, [g1, g1, g2, "--plan-only"])
+    first, again, second = doc["graphs"]
+    assert first["available_memory"] == 33285996544 - 5368709120 - 2147483680   # var not yet known
+    assert again["available_memory"] == 27917287424            # GE's value once var is registered
+    assert second["available_memory"] == 25769803744           # GE's expected value for g2

@@ -70,6 +70,13 @@ def typed_attr(attrs, key: str, *kinds: str) -> Any:
 def _node_of(x):
     if x is None:
         return None
+    # Note [is_node]: graph nodes and anchors say which they are in a class attribute, a
+    # lookup that cannot fail (hasattr on an anchor raises inside; these run millions of times)
+    kind = getattr(x, "is_node", None)
+    if kind is True:
+        return x
+    if kind is False:
+        return x.node
     return x if hasattr(x, "op") else getattr(x, "node", None)
 
 

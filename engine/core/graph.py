@@ -27,6 +27,7 @@ PORT_NAME_ATTRS = (("input", "_input_name_key", "_input_name_value"),
 class InAnchor:
     __slots__ = ("node", "idx", "peer")
     is_out = False
+    is_node = False
 
     def __init__(self, node: "Node", idx: int):
         self.node = node
@@ -49,6 +50,7 @@ class InAnchor:
 class OutAnchor:
     __slots__ = ("node", "idx", "peers")
     is_out = True
+    is_node = False
 
     def __init__(self, node: "Node", idx: int):
         self.node = node
@@ -71,6 +73,7 @@ class OutAnchor:
 class Node:
     __slots__ = ("name", "type", "op", "graph", "ins", "outs", "in_ctrl", "out_ctrl", "out_ctrl_set",
                  "subgraphs", "prev", "next", "dirty", "_ports", "alive")
+    is_node = True          # Note [is_node] in engine/core/attrs.py
 
     def __init__(self, op: pb.OpDef, graph: "Graph"):
         self.op = op
@@ -209,7 +212,13 @@ class Graph:
                 n = n.next
 
     def node_list(self) -> list[Node]:
-        return list(self.nodes())
+        out = []
+        n = self.head
+        while n is not None:
+            if n.alive:
+                out.append(n)
+            n = n.next
+        return out
 
     def find(self, name: str) -> Node | None:
         return self.by_name.get(name)
@@ -311,7 +320,7 @@ class Model:
     def all_nodes(self, graph: Graph | None = None) -> list[Node]:
         """GE ComputeGraph::GetAllNodes: a snapshot, each parent followed by its
         subgraphs' nodes (depth first, subgraph index order)."""
-        return [x for x in walk(graph or self.root) if isinstance(x, Node)]
+        return _nodes_under(graph or self.root)
 
     def walk_all_nodes(self, graph: Graph | None = None) -> Iterator[Node]:
         """Like all_nodes, but live: nodes inserted after the current one are visited."""
@@ -348,6 +357,26 @@ def walk(graph: Graph, nodes_of=Graph.nodes) -> Iterator[Node | Graph]:
             subs = [sg for sg in x.subgraphs if sg is not None]
             if subs:
                 stack.append((True, iter(subs)))
+
+
+def _nodes_under(graph: Graph) -> list[Node]:
+    """`walk`'s nodes as a list, without its generators (the passes take this snapshot
+    dozens of times a run): a stack of where each enclosing graph's list resumes."""
+    out: list[Node] = []
+    stack: list[Node | None] = [graph.head]
+    while stack:
+        n = stack.pop()
+        while n is not None:
+            if not n.alive:
+                n = n.next
+                continue
+            out.append(n)
+            if n.subgraphs:
+                stack.append(n.next)
+                stack.extend(sg.head for sg in reversed(n.subgraphs) if sg is not None)
+                break
+            n = n.next
+    return out
 
 
 def _bump(graph: Graph, base: str) -> str:

@@ -12,6 +12,56 @@ from engine.core.graph import Graph, InAnchor, Node, OutAnchor, write_port_names
 from engine.proto import ge_ir_pb2 as pb
 
 
+# ---- finding an entry in a peer list ----------------------------------------------
+# Note [hinted search]: an edge leaves a peer list by position (GE's anchors keep vectors),
+# and `list.remove` scans from the front: a MemSet controlling 40 % of the graph whose
+# successors each get an Identity moved in front of them cost O(N) per edge, O(N²) per
+# pass. The search starts at the position the list's last removal was found at and widens
+# in doubling windows both ways, so walking a list in order (what every pass does) costs
+# O(distance) per edge; the entry found, hence the result, is the one `list.index` finds
+# (entries are unique). Hints are kept for long lists only, keyed by id (a stale hint only
+# costs a wider search).
+_SHORT = 32
+_hints: dict[int, int] = {}
+scanned = [0]       # entries compared by the searches of long lists (tests count the work)
+
+
+def position(lst: list, x) -> int:
+    """The index of `x` in `lst` (ValueError if absent), searched from the list's hint."""
+    n = len(lst)
+    if n <= _SHORT:
+        return lst.index(x)
+    h = min(_hints.get(id(lst), 0), n)
+    lo = hi = h
+    w = _SHORT
+    while lo > 0 or hi < n:
+        nhi = min(n, hi + w)
+        if nhi > hi:
+            scanned[0] += nhi - hi
+            try:
+                i = lst.index(x, hi, nhi)
+                break
+            except ValueError:
+                hi = nhi
+        nlo = max(0, lo - w)
+        if nlo < lo:
+            scanned[0] += lo - nlo
+            try:
+                i = lst.index(x, nlo, lo)
+                break
+            except ValueError:
+                lo = nlo
+        w *= 2
+    else:
+        raise ValueError(f"{x!r} is not in the list")
+    _hints[id(lst)] = i
+    return i
+
+
+def _remove(lst: list, x) -> None:
+    del lst[position(lst, x)]
+
+
 # ---- data edges -----------------------------------------------------------
 def link(src: OutAnchor, dst: InAnchor) -> None:
     if dst.peer is not None:
@@ -22,14 +72,14 @@ def link(src: OutAnchor, dst: InAnchor) -> None:
 
 
 def unlink(src: OutAnchor, dst: InAnchor) -> None:
-    src.peers.remove(dst)
+    _remove(src.peers, dst)
     dst.peer = None
     dst.node.dirty = True
 
 
 def replace_peer(src: OutAnchor, old: InAnchor, new: InAnchor) -> None:
     """GE Anchor::ReplacePeer: `new` takes `old`'s position in src's peer list."""
-    pos = src.peers.index(old)
+    pos = position(src.peers, old)
     src.peers[pos] = new
     old.peer = None
     old.node.dirty = True
@@ -50,9 +100,9 @@ def link_ctrl(a: Node, b: Node) -> None:
 
 
 def unlink_ctrl(a: Node, b: Node) -> None:
-    a.out_ctrl.remove(b)
+    _remove(a.out_ctrl, b)
     a.out_ctrl_set.discard(b)
-    b.in_ctrl.remove(a)
+    _remove(b.in_ctrl, a)
     b.dirty = True
 
 

@@ -216,9 +216,10 @@ def _build_edges(g: Graph, model: Model, problems: list[Problem]) -> None:
     for n in g.nodes():
         op = n.op
         peer_idx = None
-        if PEER_INDEX_ATTR in op.attr:
-            vals = list(op.attr[PEER_INDEX_ATTR].list.i)
-            del op.attr[PEER_INDEX_ATTR]
+        attrs = op.attr
+        if PEER_INDEX_ATTR in attrs:
+            vals = list(attrs[PEER_INDEX_ATTR].list.i)
+            del attrs[PEER_INDEX_ATTR]
             model.emit_peer_index = True
             if len(vals) == len(op.input):
                 peer_idx = vals
@@ -230,7 +231,12 @@ def _build_edges(g: Graph, model: Model, problems: list[Problem]) -> None:
             seq += 1
             key = peer_idx[k] if peer_idx is not None and peer_idx[k] >= 0 else seq
             src_name, _, idx_text = entry.rpartition(":")
-            idx = _parse_index(idx_text)
+            if idx_text.isdigit() and idx_text.isascii():
+                idx = int(idx_text)         # the common case, without _parse_index's regex
+            elif idx_text == "-1":
+                idx = -1
+            else:
+                idx = _parse_index(idx_text)
             if idx < -1:
                 problems.append(Problem(Loc(file), f"node '{n.name}' in graph '{g.name}': bad input '{entry}'",
                                         "inputs are 'src:out_index' or 'src:-1' for control edges"))
@@ -328,6 +334,18 @@ def _field(num: int, payload: bytes) -> bytes:
     return _varint((num << 3) | 2) + _varint(len(payload)) + payload
 
 
+_OP_TAG = _varint((6 << 3) | 2)     # GraphDef.op
+
+
+def _length(n: int) -> bytes:
+    """_varint for a length, with the one- and two-byte cases (nearly every op) inline."""
+    if n < 0x80:
+        return bytes((n,))
+    if n < 0x4000:
+        return bytes((n & 0x7F | 0x80, n >> 7))
+    return _varint(n)
+
+
 class _Positions:
     """Each edge's position in its source's peer list (data) or control-successor list,
     for the peer-index attribute. Note [position maps]: a list's map is built the first
@@ -341,8 +359,6 @@ class _Positions:
         self.maps: dict = {}        # the list's owner (OutAnchor or Node) → {entry: position}
 
     def of(self, owner, entries: list, entry) -> int:
-        if len(entries) <= 8:
-            return entries.index(entry)
         m = self.maps.get(owner)
         if m is None:
             m = self.maps[owner] = {e: i for i, e in enumerate(entries)}
@@ -359,18 +375,28 @@ def _rewrite_inputs(n: Node, positions: _Positions | None) -> None:
             peer_pos.append(-1)
         else:
             entries.append(f"{src.node.name}:{src.idx}")
-            peer_pos.append(positions.of(src, src.peers, a) if positions is not None else -1)
+            if positions is None:
+                peer_pos.append(-1)
+            else:
+                peers = src.peers       # short lists: a scan beats a map (see _Positions)
+                peer_pos.append(peers.index(a) if len(peers) <= 8 else positions.of(src, peers, a))
     # trailing unconnected slots beyond the descriptors are not written
-    while entries and entries[-1] == "" and len(entries) > len(n.op.input_desc):
-        entries.pop()
-        peer_pos.pop()
+    op = n.op
+    if entries and entries[-1] == "":
+        while entries and entries[-1] == "" and len(entries) > len(op.input_desc):
+            entries.pop()
+            peer_pos.pop()
     for p in n.in_ctrl:
         entries.append(f"{p.name}:-1")
-        peer_pos.append(positions.of(p, p.out_ctrl, n) if positions is not None else -1)
-    del n.op.input[:]
-    n.op.input.extend(entries)
+        if positions is None:
+            peer_pos.append(-1)
+        else:
+            succ = p.out_ctrl
+            peer_pos.append(succ.index(n) if len(succ) <= 8 else positions.of(p, succ, n))
+    del op.input[:]
+    op.input.extend(entries)
     if positions is not None:
-        lst = n.op.attr[PEER_INDEX_ATTR].list
+        lst = op.attr[PEER_INDEX_ATTR].list
         lst.Clear()
         lst.i.extend(peer_pos)
         lst.val_type = pb.AttrDef.ListValue.VT_LIST_INT
@@ -404,10 +430,11 @@ def _serialize_graph(g: Graph, emit_peer_index: bool) -> bytes:
         tail.attr_groups.CopyFrom(gd.attr_groups)
     parts = [head.SerializeToString(deterministic=True)]
     positions = _Positions() if emit_peer_index else None
-    for n in g.nodes():
+    for n in g.node_list():
         if n.dirty or emit_peer_index:
             _rewrite_inputs(n, positions)
-        parts.append(_field(6, n.op.SerializeToString(deterministic=True)))
+        payload = n.op.SerializeToString(deterministic=True)
+        parts += (_OP_TAG, _length(len(payload)), payload)
     parts.append(tail.SerializeToString(deterministic=True))
     return b"".join(parts)
 

@@ -24,8 +24,12 @@ PORT_NAME_ATTRS = (("input", "_input_name_key", "_input_name_value"),
                    ("output", "_output_name_key", "_output_name_value"))
 
 
+# Note [descriptor cache]: an anchor keeps its TensorDescriptor message once read (the
+# passes' predicates read it millions of times, each a repeated-field access). Descriptor
+# lists only grow (nothing in the engine deletes or replaces an op's descriptors), so the
+# message an anchor found stays the one at its index.
 class InAnchor:
-    __slots__ = ("node", "idx", "peer")
+    __slots__ = ("node", "idx", "peer", "_desc")
     is_out = False
     is_node = False
 
@@ -33,6 +37,7 @@ class InAnchor:
         self.node = node
         self.idx = idx
         self.peer: OutAnchor | None = None
+        self._desc = None       # Note [descriptor cache]
 
     @property
     def key(self) -> str:
@@ -40,15 +45,19 @@ class InAnchor:
 
     @property
     def desc(self) -> pb.TensorDescriptor | None:
-        descs = self.node.op.input_desc
-        return descs[self.idx] if self.idx < len(descs) else None
+        d = self._desc
+        if d is None:
+            descs = self.node.op.input_desc
+            if self.idx < len(descs):
+                d = self._desc = descs[self.idx]
+        return d
 
     def __repr__(self) -> str:
         return f"<in {self.node.name}:{self.idx}>"
 
 
 class OutAnchor:
-    __slots__ = ("node", "idx", "peers")
+    __slots__ = ("node", "idx", "peers", "_desc")
     is_out = True
     is_node = False
 
@@ -56,6 +65,7 @@ class OutAnchor:
         self.node = node
         self.idx = idx
         self.peers: list[InAnchor] = []
+        self._desc = None       # Note [descriptor cache]
 
     @property
     def key(self) -> str:
@@ -63,8 +73,12 @@ class OutAnchor:
 
     @property
     def desc(self) -> pb.TensorDescriptor | None:
-        descs = self.node.op.output_desc
-        return descs[self.idx] if self.idx < len(descs) else None
+        d = self._desc
+        if d is None:
+            descs = self.node.op.output_desc
+            if self.idx < len(descs):
+                d = self._desc = descs[self.idx]
+        return d
 
     def __repr__(self) -> str:
         return f"<out {self.node.name}:{self.idx}>"

@@ -330,10 +330,6 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
-def _field(num: int, payload: bytes) -> bytes:
-    return _varint((num << 3) | 2) + _varint(len(payload)) + payload
-
-
 _OP_TAG = _varint((6 << 3) | 2)     # GraphDef.op
 
 
@@ -393,8 +389,10 @@ def _rewrite_inputs(n: Node, positions: _Positions | None) -> None:
         else:
             succ = p.out_ctrl
             peer_pos.append(succ.index(n) if len(succ) <= 8 else positions.of(p, succ, n))
-    del op.input[:]
-    op.input.extend(entries)
+    inputs = op.input
+    if list(inputs) != entries:     # an unchanged list is not rewritten (the arena keeps old strings)
+        del inputs[:]
+        inputs.extend(entries)
     if positions is not None:
         lst = op.attr[PEER_INDEX_ATTR].list
         lst.Clear()
@@ -404,6 +402,13 @@ def _rewrite_inputs(n: Node, positions: _Positions | None) -> None:
 
 def serialize_model(model: Model) -> bytes:
     """Canonical binary ModelDef of the current graph state."""
+    return b"".join(_model_parts(model))
+
+
+def _model_parts(model: Model) -> list[bytes]:
+    """serialize_model's bytes in pieces. Note [one copy]: every op's bytes are kept as
+    they are serialized and joined once (or written one by one: save_model); framing each
+    graph by joining its ops first held the whole output three times at the peak."""
     proto = model.proto
     head = pb.ModelDef(name=proto.name, version=proto.version, custom_version=proto.custom_version)
     tail = pb.ModelDef()
@@ -413,12 +418,19 @@ def serialize_model(model: Model) -> bytes:
         tail.attr_groups.CopyFrom(proto.attr_groups)
     parts = [head.SerializeToString(deterministic=True)]
     for g in model.graph_order:
-        parts.append(_field(7, _serialize_graph(g, model.emit_peer_index)))
+        graph_parts = _serialize_graph(g, model.emit_peer_index)
+        parts += (_GRAPH_TAG, _varint(sum(map(len, graph_parts))))
+        parts += graph_parts
+        del graph_parts
     parts.append(tail.SerializeToString(deterministic=True))
-    return b"".join(parts)
+    return parts
 
 
-def _serialize_graph(g: Graph, emit_peer_index: bool) -> bytes:
+_GRAPH_TAG = _varint((7 << 3) | 2)  # ModelDef.graph
+
+
+def _serialize_graph(g: Graph, emit_peer_index: bool) -> list[bytes]:
+    """The GraphDef's encoding, in pieces (to be joined)."""
     gd = g.proto
     head = pb.GraphDef(name=gd.name)
     head.input.extend(gd.input)
@@ -436,24 +448,28 @@ def _serialize_graph(g: Graph, emit_peer_index: bool) -> bytes:
         payload = n.op.SerializeToString(deterministic=True)
         parts += (_OP_TAG, _length(len(payload)), payload)
     parts.append(tail.SerializeToString(deterministic=True))
-    return b"".join(parts)
+    return parts
 
 
 def save_model(model: Model, path: str | Path) -> None:
     """Write the model as binary (.pb) or GE text; atomically (no partial file)."""
-    data = serialize_model(model)
-    if not is_binary_path(path):
-        data = model_to_text(data)
-    write_atomic(path, data)
+    if is_binary_path(path):
+        write_atomic(path, _model_parts(model))
+    else:
+        write_atomic(path, model_to_text(serialize_model(model)))
 
 
-def write_atomic(path: str | Path, data: bytes) -> None:
+def write_atomic(path: str | Path, data: bytes | list[bytes]) -> None:
+    """Write `data` (bytes, or pieces written in order) to `path` through a temporary file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            if isinstance(data, list):
+                fh.writelines(data)
+            else:
+                fh.write(data)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)

@@ -166,6 +166,39 @@ def test_hinted_search_finds_what_list_index_finds():
             surgery.position(items, object())
 
 
+def _nested_model():
+    """root: a, if1 (then t1, else e1), b; t1: x, if2 (then t2, no else), y; t2: w."""
+    m = pb.ModelDef()
+    graphs = {"root": [("a", []), ("if1", ["t1", "e1"]), ("b", [])], "t1": [("x", []), ("if2", ["t2", ""]), ("y", [])],
+              "e1": [("z", [])], "t2": [("w", [])]}
+    for name, ops in graphs.items():
+        g = m.graph.add(name=name)
+        for op, subs in ops:
+            g.op.add(name=op, type="If" if subs else "Relu", subgraph_name=subs)
+    return build_model(m)
+
+
+def test_snapshots_list_what_the_walk_visits():
+    """all_nodes/all_subgraphs/node_list (stack loops) against graph.walk, nested
+    subgraphs included, also after a node owning subgraphs leaves its graph."""
+    from engine.core.graph import Graph, walk
+    from engine.core import surgery
+    model = _nested_model()
+
+    def check():
+        for g in model.graph_order:
+            seen = list(walk(g))
+            assert model.all_nodes(g) == [x for x in seen if isinstance(x, Node)]
+            assert model.all_subgraphs(g) == [x for x in seen if isinstance(x, Graph)]
+            assert g.node_list() == list(g.nodes())
+    check()
+    assert [n.name for n in model.all_nodes()] == ["a", "if1", "x", "if2", "w", "y", "z", "b"]
+    assert [g.name for g in model.all_subgraphs()] == ["t1", "t2", "e1"]
+    surgery.remove_node(model.graphs["t1"].find("if2"))
+    check()
+    assert [n.name for n in model.all_nodes()] == ["a", "if1", "x", "y", "z", "b"]
+
+
 # ---- graph_lint's reachability --------------------------------------------------------------
 from engine.passes.algorithms import lint  # noqa: E402
 

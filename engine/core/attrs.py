@@ -81,7 +81,8 @@ def _node_of(x):
 
 
 def node_attr(node, key: str) -> Any:
-    n = _node_of(node)
+    kind = getattr(node, "is_node", None)       # _node_of, inline (see Note [is_node])
+    n = node if kind is True else node.node if kind is False else _node_of(node)
     if n is None:
         return None
     attrs = n.op.attr           # one map access (each costs as much as the lookup)

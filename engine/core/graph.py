@@ -342,7 +342,7 @@ class Model:
 
     def all_subgraphs(self, graph: Graph | None = None) -> list[Graph]:
         """GE GetAllSubgraphs of `graph` (default root), in the same depth-first order."""
-        return [x for x in walk(graph or self.root) if isinstance(x, Graph)]
+        return _graphs_under(graph or self.root)
 
     def node_count(self) -> int:
         return sum(g.count for g in self.graphs.values())
@@ -388,6 +388,25 @@ def _nodes_under(graph: Graph) -> list[Node]:
             if n.subgraphs:
                 stack.append(n.next)
                 stack.extend(sg.head for sg in reversed(n.subgraphs) if sg is not None)
+                break
+            n = n.next
+    return out
+
+
+def _graphs_under(graph: Graph) -> list[Graph]:
+    """`walk`'s graphs as a list, each when it is entered (a graph, then the subgraphs of
+    its nodes, depth first): the stack holds graphs to enter and nodes to resume at."""
+    out: list[Graph] = []
+    stack: list = [graph.head]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Graph):
+            out.append(n)
+            n = n.head
+        while n is not None:
+            if n.alive and n.subgraphs:
+                stack.append(n.next)
+                stack.extend(sg for sg in reversed(n.subgraphs) if sg is not None)
                 break
             n = n.next
     return out

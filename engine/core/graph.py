@@ -360,17 +360,23 @@ def walk(graph: Graph, nodes_of=Graph.nodes) -> Iterator[Node | Graph]:
     stack: list[tuple[bool, Iterator]] = [(False, iter(nodes_of(graph)))]
     while stack:
         in_subgraphs, it = stack[-1]
-        x = next(it, None)
-        if x is None:
-            stack.pop()
-        elif in_subgraphs:
+        if in_subgraphs:
+            sg = next(it, None)
+            if sg is None:
+                stack.pop()
+            else:
+                yield sg
+                stack.append((False, iter(nodes_of(sg))))
+            continue
+        for x in it:            # a graph's nodes in one loop until one owns subgraphs
             yield x
-            stack.append((False, iter(nodes_of(x))))
+            if x.subgraphs:
+                subs = [sg for sg in x.subgraphs if sg is not None]
+                if subs:
+                    stack.append((True, iter(subs)))
+                    break
         else:
-            yield x
-            subs = [sg for sg in x.subgraphs if sg is not None]
-            if subs:
-                stack.append((True, iter(subs)))
+            stack.pop()
 
 
 def _nodes_under(graph: Graph) -> list[Node]:

@@ -250,6 +250,8 @@ def _build_edges(g: Graph, model: Model, problems: list[Problem]) -> None:
                 continue
             if idx == -1:
                 if n not in src.out_ctrl_set:
+                    if not src.out_ctrl_set:
+                        src.out_ctrl_set = set()    # Note [shared empties] in engine/core/graph.py
                     src.out_ctrl_set.add(n)
                     n.in_ctrl.append(src)
                     pending_ctrl.setdefault(src, []).append((key, seq, n))
@@ -290,7 +292,10 @@ def _link_subgraphs(model: Model, problems: list[Problem]) -> None:
     while queue:
         g = queue.pop(0)
         for n in g.nodes():
-            for name in n.op.subgraph_name:
+            names = n.op.subgraph_name
+            if names:
+                n.subgraphs = []            # Note [shared empties] in engine/core/graph.py
+            for name in names:
                 if not name:
                     n.subgraphs.append(None)
                     continue

@@ -14,6 +14,7 @@ and a walk over the live list sees nodes inserted after the current one.
 """
 from __future__ import annotations
 
+import sys
 from typing import Iterator
 
 from engine.core.attrs import set_attr
@@ -28,6 +29,9 @@ PORT_NAME_ATTRS = (("input", "_input_name_key", "_input_name_value"),
 # passes' predicates read it millions of times, each a repeated-field access). Descriptor
 # lists only grow (nothing in the engine deletes or replaces an op's descriptors), so the
 # message an anchor found stays the one at its index.
+_NO_NODES: frozenset = frozenset()
+
+
 class InAnchor:
     __slots__ = ("node", "idx", "peer", "_desc")
     is_out = False
@@ -92,14 +96,17 @@ class Node:
     def __init__(self, op: pb.OpDef, graph: "Graph"):
         self.op = op
         self.name: str = op.name
-        self.type: str = op.type
+        self.type: str = sys.intern(op.type)      # a few dozen types over all nodes
         self.graph = graph
         self.ins: list[InAnchor] = [InAnchor(self, i) for i in range(len(op.input_desc))]
         self.outs: list[OutAnchor] = [OutAnchor(self, i) for i in range(len(op.output_desc))]
         self.in_ctrl: list[Node] = []
         self.out_ctrl: list[Node] = []
-        self.out_ctrl_set: set[Node] = set()     # membership of out_ctrl (kept by engine.surgery)
-        self.subgraphs: list[Graph | None] = []   # by subgraph index; None = empty name
+        # Note [shared empties]: most nodes have no control successor and no subgraph; they
+        # share one empty frozenset / tuple (an empty set is 216 bytes) until the first edit
+        # (engine.surgery.link_ctrl, the loader), which gives the node its own set / list
+        self.out_ctrl_set: set[Node] | frozenset = _NO_NODES     # membership of out_ctrl
+        self.subgraphs: list[Graph | None] | tuple = ()       # by subgraph index; None = empty name
         self.prev: Node | None = None
         self.next: Node | None = None
         self.dirty = False      # inputs changed: OpDef.input is rewritten on save

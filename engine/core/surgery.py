@@ -94,6 +94,8 @@ def link_ctrl(a: Node, b: Node) -> None:
     if b in a.out_ctrl_set:
         return
     a.out_ctrl.append(b)
+    if not a.out_ctrl_set:
+        a.out_ctrl_set = set()      # Note [shared empties] in engine/core/graph.py
     a.out_ctrl_set.add(b)
     b.in_ctrl.append(a)
     b.dirty = True

@@ -54,6 +54,8 @@ def position(lst: list, x) -> int:
         w *= 2
     else:
         raise ValueError(f"{x!r} is not in the list")
+    if len(_hints) > 4096:      # lists come and go (a batch run loads many graphs)
+        _hints.clear()
     _hints[id(lst)] = i
     return i
 

@@ -270,7 +270,7 @@ def topo_sort(graph: Graph, assign_ids: bool = True) -> list[Node] | None:
 
     def succ(n: Node) -> list[Node]:
         return [] if back is not None and back(n) else successors(n)
-    if all(pos.get(s, i + 1) > i for i, n in enumerate(order) for s in succ(n)):
+    if _is_sorted(order, pos, back):
         out = order                      # already sorted: Kahn's with this tie-break keeps it
         if assign_ids:
             for i, n in enumerate(out):
@@ -301,6 +301,23 @@ def topo_sort(graph: Graph, assign_ids: bool = True) -> list[Node] | None:
             if n.op.id != i:
                 n.op.id = i
     return out
+
+
+def _is_sorted(order: list[Node], pos: dict, back) -> bool:
+    """Every edge (but those out of loop-back sources) goes forward in `order` (edges to
+    nodes outside it do not count): topo_sort's test, without a successor list per node."""
+    get = pos.get
+    for i, n in enumerate(order):
+        if back is not None and back(n):
+            continue
+        for o in n.outs:
+            for p in o.peers:
+                if get(p.node, i + 1) <= i:
+                    return False
+        for c in n.out_ctrl:
+            if get(c, i + 1) <= i:
+                return False
+    return True
 
 
 def topo_sort_model(model, graph: Graph | None = None) -> list[Graph]:

@@ -344,20 +344,20 @@ def find_cycle(graph: Graph, ignore_edge: Callable[[Node, Node], bool]) -> list[
     """A data/control cycle among the direct nodes, skipping edges `ignore_edge(a, b)`."""
     order = graph.node_list()
     indeg = {n: 0 for n in order}
+    kept: dict[Node, list[Node]] = {}       # each node's counted edges, decided once
     for n in order:
-        for s in successors(n):
-            if s in indeg and not ignore_edge(n, s):
-                indeg[s] += 1
+        succ = kept[n] = [s for s in successors(n) if s in indeg and not ignore_edge(n, s)]
+        for s in succ:
+            indeg[s] += 1
     stack = [n for n in order if indeg[n] == 0]
     seen = 0
     while stack:
         n = stack.pop()
         seen += 1
-        for s in successors(n):
-            if s in indeg and not ignore_edge(n, s):
-                indeg[s] -= 1
-                if indeg[s] == 0:
-                    stack.append(s)
+        for s in kept[n]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                stack.append(s)
     if seen == len(order):
         return None
     return [n for n in order if indeg[n] > 0]

@@ -130,6 +130,75 @@ def test_save_does_linear_work(size, eq_calls):
     assert list(again.graph[0].op[-1].attr[PEER_INDEX_ATTR].list.i) == [size - 1, size - 1]
 
 
+@pytest.mark.parametrize("size", [500, 2000])
+def test_moving_a_hubs_edges_in_order_does_linear_work(size, eq_calls):
+    """mem_rw_conflict's pattern: an Identity goes in front of each of a hub's consumers in
+    graph order, taking over the consumer's place in the hub's data peers and the hub's
+    control edge to it (Note [hinted search]). `list.remove`/`index` from the front
+    compared size²/2 times per list."""
+    from engine.core import surgery
+    model = build_model(_fan_graph(size))
+    hub = model.root.find("hub")
+    targets = [model.root.find(f"n{k}") for k in range(size)]
+    gc.collect()
+    eq_calls.n = 0
+    idents = [surgery.insert_before(t.ins[0], pb.OpDef(name=f"id{t.name}", type="Identity")) for t in targets]
+    assert eq_calls.n <= 16 * size, eq_calls.n
+    assert hub.outs[0].peers == [i.ins[0] for i in idents]
+    assert hub.out_ctrl == idents and all(t.in_ctrl == [] and i.in_ctrl == [hub] for t, i in zip(targets, idents))
+
+
+def test_hinted_search_finds_what_list_index_finds():
+    import random
+    from engine.core import surgery
+    rng = random.Random(7)
+    for _ in range(200):
+        items = [object() for _ in range(rng.randint(0, 200))]
+        ref = list(items)
+        for _ in range(rng.randint(0, len(items))):
+            near = surgery._hints.get(id(items), 0) + rng.randint(-3, 40)
+            x = rng.choice(items) if rng.random() < 0.5 else items[max(0, min(len(items) - 1, near))]
+            assert surgery.position(items, x) == ref.index(x)
+            surgery._remove(items, x)
+            ref.remove(x)
+            assert items == ref
+        with pytest.raises(ValueError):
+            surgery.position(items, object())
+
+
+def _nested_model():
+    """root: a, if1 (then t1, else e1), b; t1: x, if2 (then t2, no else), y; t2: w."""
+    m = pb.ModelDef()
+    graphs = {"root": [("a", []), ("if1", ["t1", "e1"]), ("b", [])], "t1": [("x", []), ("if2", ["t2", ""]), ("y", [])],
+              "e1": [("z", [])], "t2": [("w", [])]}
+    for name, ops in graphs.items():
+        g = m.graph.add(name=name)
+        for op, subs in ops:
+            g.op.add(name=op, type="If" if subs else "Relu", subgraph_name=subs)
+    return build_model(m)
+
+
+def test_snapshots_list_what_the_walk_visits():
+    """all_nodes/all_subgraphs/node_list (stack loops) against graph.walk, nested
+    subgraphs included, also after a node owning subgraphs leaves its graph."""
+    from engine.core.graph import Graph, walk
+    from engine.core import surgery
+    model = _nested_model()
+
+    def check():
+        for g in model.graph_order:
+            seen = list(walk(g))
+            assert model.all_nodes(g) == [x for x in seen if isinstance(x, Node)]
+            assert model.all_subgraphs(g) == [x for x in seen if isinstance(x, Graph)]
+            assert g.node_list() == list(g.nodes())
+    check()
+    assert [n.name for n in model.all_nodes()] == ["a", "if1", "x", "if2", "w", "y", "z", "b"]
+    assert [g.name for g in model.all_subgraphs()] == ["t1", "t2", "e1"]
+    surgery.remove_node(model.graphs["t1"].find("if2"))
+    check()
+    assert [n.name for n in model.all_nodes()] == ["a", "if1", "x", "y", "z", "b"]
+
+
 # ---- graph_lint's reachability --------------------------------------------------------------
 from engine.passes.algorithms import lint  # noqa: E402
 

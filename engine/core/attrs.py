@@ -70,11 +70,19 @@ def typed_attr(attrs, key: str, *kinds: str) -> Any:
 def _node_of(x):
     if x is None:
         return None
+    # Note [is_node]: graph nodes and anchors say which they are in a class attribute, a
+    # lookup that cannot fail (hasattr on an anchor raises inside; these run millions of times)
+    kind = getattr(x, "is_node", None)
+    if kind is True:
+        return x
+    if kind is False:
+        return x.node
     return x if hasattr(x, "op") else getattr(x, "node", None)
 
 
 def node_attr(node, key: str) -> Any:
-    n = _node_of(node)
+    kind = getattr(node, "is_node", None)       # _node_of, inline (see Note [is_node])
+    n = node if kind is True else node.node if kind is False else _node_of(node)
     if n is None:
         return None
     attrs = n.op.attr           # one map access (each costs as much as the lookup)

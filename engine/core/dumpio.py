@@ -216,9 +216,10 @@ def _build_edges(g: Graph, model: Model, problems: list[Problem]) -> None:
     for n in g.nodes():
         op = n.op
         peer_idx = None
-        if PEER_INDEX_ATTR in op.attr:
-            vals = list(op.attr[PEER_INDEX_ATTR].list.i)
-            del op.attr[PEER_INDEX_ATTR]
+        attrs = op.attr
+        if PEER_INDEX_ATTR in attrs:
+            vals = list(attrs[PEER_INDEX_ATTR].list.i)
+            del attrs[PEER_INDEX_ATTR]
             model.emit_peer_index = True
             if len(vals) == len(op.input):
                 peer_idx = vals
@@ -230,7 +231,12 @@ def _build_edges(g: Graph, model: Model, problems: list[Problem]) -> None:
             seq += 1
             key = peer_idx[k] if peer_idx is not None and peer_idx[k] >= 0 else seq
             src_name, _, idx_text = entry.rpartition(":")
-            idx = _parse_index(idx_text)
+            if idx_text.isdigit() and idx_text.isascii():
+                idx = int(idx_text)         # the common case, without _parse_index's regex
+            elif idx_text == "-1":
+                idx = -1
+            else:
+                idx = _parse_index(idx_text)
             if idx < -1:
                 problems.append(Problem(Loc(file), f"node '{n.name}' in graph '{g.name}': bad input '{entry}'",
                                         "inputs are 'src:out_index' or 'src:-1' for control edges"))
@@ -244,6 +250,8 @@ def _build_edges(g: Graph, model: Model, problems: list[Problem]) -> None:
                 continue
             if idx == -1:
                 if n not in src.out_ctrl_set:
+                    if not src.out_ctrl_set:
+                        src.out_ctrl_set = set()    # Note [shared empties] in engine/core/graph.py
                     src.out_ctrl_set.add(n)
                     n.in_ctrl.append(src)
                     pending_ctrl.setdefault(src, []).append((key, seq, n))
@@ -284,7 +292,10 @@ def _link_subgraphs(model: Model, problems: list[Problem]) -> None:
     while queue:
         g = queue.pop(0)
         for n in g.nodes():
-            for name in n.op.subgraph_name:
+            names = n.op.subgraph_name
+            if names:
+                n.subgraphs = []            # Note [shared empties] in engine/core/graph.py
+            for name in names:
                 if not name:
                     n.subgraphs.append(None)
                     continue
@@ -324,8 +335,16 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
-def _field(num: int, payload: bytes) -> bytes:
-    return _varint((num << 3) | 2) + _varint(len(payload)) + payload
+_OP_TAG = _varint((6 << 3) | 2)     # GraphDef.op
+
+
+def _length(n: int) -> bytes:
+    """_varint for a length, with the one- and two-byte cases (nearly every op) inline."""
+    if n < 0x80:
+        return bytes((n,))
+    if n < 0x4000:
+        return bytes((n & 0x7F | 0x80, n >> 7))
+    return _varint(n)
 
 
 class _Positions:
@@ -341,8 +360,6 @@ class _Positions:
         self.maps: dict = {}        # the list's owner (OutAnchor or Node) → {entry: position}
 
     def of(self, owner, entries: list, entry) -> int:
-        if len(entries) <= 8:
-            return entries.index(entry)
         m = self.maps.get(owner)
         if m is None:
             m = self.maps[owner] = {e: i for i, e in enumerate(entries)}
@@ -359,18 +376,30 @@ def _rewrite_inputs(n: Node, positions: _Positions | None) -> None:
             peer_pos.append(-1)
         else:
             entries.append(f"{src.node.name}:{src.idx}")
-            peer_pos.append(positions.of(src, src.peers, a) if positions is not None else -1)
+            if positions is None:
+                peer_pos.append(-1)
+            else:
+                peers = src.peers       # short lists: a scan beats a map (see _Positions)
+                peer_pos.append(peers.index(a) if len(peers) <= 8 else positions.of(src, peers, a))
     # trailing unconnected slots beyond the descriptors are not written
-    while entries and entries[-1] == "" and len(entries) > len(n.op.input_desc):
-        entries.pop()
-        peer_pos.pop()
+    op = n.op
+    if entries and entries[-1] == "":
+        while entries and entries[-1] == "" and len(entries) > len(op.input_desc):
+            entries.pop()
+            peer_pos.pop()
     for p in n.in_ctrl:
         entries.append(f"{p.name}:-1")
-        peer_pos.append(positions.of(p, p.out_ctrl, n) if positions is not None else -1)
-    del n.op.input[:]
-    n.op.input.extend(entries)
+        if positions is None:
+            peer_pos.append(-1)
+        else:
+            succ = p.out_ctrl
+            peer_pos.append(succ.index(n) if len(succ) <= 8 else positions.of(p, succ, n))
+    inputs = op.input
+    if list(inputs) != entries:     # an unchanged list is not rewritten (the arena keeps old strings)
+        del inputs[:]
+        inputs.extend(entries)
     if positions is not None:
-        lst = n.op.attr[PEER_INDEX_ATTR].list
+        lst = op.attr[PEER_INDEX_ATTR].list
         lst.Clear()
         lst.i.extend(peer_pos)
         lst.val_type = pb.AttrDef.ListValue.VT_LIST_INT
@@ -378,6 +407,13 @@ def _rewrite_inputs(n: Node, positions: _Positions | None) -> None:
 
 def serialize_model(model: Model) -> bytes:
     """Canonical binary ModelDef of the current graph state."""
+    return b"".join(_model_parts(model))
+
+
+def _model_parts(model: Model) -> list[bytes]:
+    """serialize_model's bytes in pieces. Note [one copy]: every op's bytes are kept as
+    they are serialized and joined once (or written one by one: save_model); framing each
+    graph by joining its ops first held the whole output three times at the peak."""
     proto = model.proto
     head = pb.ModelDef(name=proto.name, version=proto.version, custom_version=proto.custom_version)
     tail = pb.ModelDef()
@@ -387,12 +423,19 @@ def serialize_model(model: Model) -> bytes:
         tail.attr_groups.CopyFrom(proto.attr_groups)
     parts = [head.SerializeToString(deterministic=True)]
     for g in model.graph_order:
-        parts.append(_field(7, _serialize_graph(g, model.emit_peer_index)))
+        graph_parts = _serialize_graph(g, model.emit_peer_index)
+        parts += (_GRAPH_TAG, _varint(sum(map(len, graph_parts))))
+        parts += graph_parts
+        del graph_parts
     parts.append(tail.SerializeToString(deterministic=True))
-    return b"".join(parts)
+    return parts
 
 
-def _serialize_graph(g: Graph, emit_peer_index: bool) -> bytes:
+_GRAPH_TAG = _varint((7 << 3) | 2)  # ModelDef.graph
+
+
+def _serialize_graph(g: Graph, emit_peer_index: bool) -> list[bytes]:
+    """The GraphDef's encoding, in pieces (to be joined)."""
     gd = g.proto
     head = pb.GraphDef(name=gd.name)
     head.input.extend(gd.input)
@@ -404,29 +447,34 @@ def _serialize_graph(g: Graph, emit_peer_index: bool) -> bytes:
         tail.attr_groups.CopyFrom(gd.attr_groups)
     parts = [head.SerializeToString(deterministic=True)]
     positions = _Positions() if emit_peer_index else None
-    for n in g.nodes():
+    for n in g.node_list():
         if n.dirty or emit_peer_index:
             _rewrite_inputs(n, positions)
-        parts.append(_field(6, n.op.SerializeToString(deterministic=True)))
+        payload = n.op.SerializeToString(deterministic=True)
+        parts += (_OP_TAG, _length(len(payload)), payload)
     parts.append(tail.SerializeToString(deterministic=True))
-    return b"".join(parts)
+    return parts
 
 
 def save_model(model: Model, path: str | Path) -> None:
     """Write the model as binary (.pb) or GE text; atomically (no partial file)."""
-    data = serialize_model(model)
-    if not is_binary_path(path):
-        data = model_to_text(data)
-    write_atomic(path, data)
+    if is_binary_path(path):
+        write_atomic(path, _model_parts(model))
+    else:
+        write_atomic(path, model_to_text(serialize_model(model)))
 
 
-def write_atomic(path: str | Path, data: bytes) -> None:
+def write_atomic(path: str | Path, data: bytes | list[bytes]) -> None:
+    """Write `data` (bytes, or pieces written in order) to `path` through a temporary file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            if isinstance(data, list):
+                fh.writelines(data)
+            else:
+                fh.write(data)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)

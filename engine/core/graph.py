@@ -14,6 +14,7 @@ and a walk over the live list sees nodes inserted after the current one.
 """
 from __future__ import annotations
 
+import sys
 from typing import Iterator
 
 from engine.core.attrs import set_attr
@@ -24,14 +25,23 @@ PORT_NAME_ATTRS = (("input", "_input_name_key", "_input_name_value"),
                    ("output", "_output_name_key", "_output_name_value"))
 
 
+# Note [descriptor cache]: an anchor keeps its TensorDescriptor message once read (the
+# passes' predicates read it millions of times, each a repeated-field access). Descriptor
+# lists only grow (nothing in the engine deletes or replaces an op's descriptors), so the
+# message an anchor found stays the one at its index.
+_NO_NODES: frozenset = frozenset()
+
+
 class InAnchor:
-    __slots__ = ("node", "idx", "peer")
+    __slots__ = ("node", "idx", "peer", "_desc")
     is_out = False
+    is_node = False
 
     def __init__(self, node: "Node", idx: int):
         self.node = node
         self.idx = idx
         self.peer: OutAnchor | None = None
+        self._desc = None       # Note [descriptor cache]
 
     @property
     def key(self) -> str:
@@ -39,21 +49,27 @@ class InAnchor:
 
     @property
     def desc(self) -> pb.TensorDescriptor | None:
-        descs = self.node.op.input_desc
-        return descs[self.idx] if self.idx < len(descs) else None
+        d = self._desc
+        if d is None:
+            descs = self.node.op.input_desc
+            if self.idx < len(descs):
+                d = self._desc = descs[self.idx]
+        return d
 
     def __repr__(self) -> str:
         return f"<in {self.node.name}:{self.idx}>"
 
 
 class OutAnchor:
-    __slots__ = ("node", "idx", "peers")
+    __slots__ = ("node", "idx", "peers", "_desc")
     is_out = True
+    is_node = False
 
     def __init__(self, node: "Node", idx: int):
         self.node = node
         self.idx = idx
         self.peers: list[InAnchor] = []
+        self._desc = None       # Note [descriptor cache]
 
     @property
     def key(self) -> str:
@@ -61,8 +77,12 @@ class OutAnchor:
 
     @property
     def desc(self) -> pb.TensorDescriptor | None:
-        descs = self.node.op.output_desc
-        return descs[self.idx] if self.idx < len(descs) else None
+        d = self._desc
+        if d is None:
+            descs = self.node.op.output_desc
+            if self.idx < len(descs):
+                d = self._desc = descs[self.idx]
+        return d
 
     def __repr__(self) -> str:
         return f"<out {self.node.name}:{self.idx}>"
@@ -71,18 +91,22 @@ class OutAnchor:
 class Node:
     __slots__ = ("name", "type", "op", "graph", "ins", "outs", "in_ctrl", "out_ctrl", "out_ctrl_set",
                  "subgraphs", "prev", "next", "dirty", "_ports", "alive")
+    is_node = True          # Note [is_node] in engine/core/attrs.py
 
     def __init__(self, op: pb.OpDef, graph: "Graph"):
         self.op = op
         self.name: str = op.name
-        self.type: str = op.type
+        self.type: str = sys.intern(op.type)      # a few dozen types over all nodes
         self.graph = graph
         self.ins: list[InAnchor] = [InAnchor(self, i) for i in range(len(op.input_desc))]
         self.outs: list[OutAnchor] = [OutAnchor(self, i) for i in range(len(op.output_desc))]
         self.in_ctrl: list[Node] = []
         self.out_ctrl: list[Node] = []
-        self.out_ctrl_set: set[Node] = set()     # membership of out_ctrl (kept by engine.surgery)
-        self.subgraphs: list[Graph | None] = []   # by subgraph index; None = empty name
+        # Note [shared empties]: most nodes have no control successor and no subgraph; they
+        # share one empty frozenset / tuple (an empty set is 216 bytes) until the first edit
+        # (engine.surgery.link_ctrl, the loader), which gives the node its own set / list
+        self.out_ctrl_set: set[Node] | frozenset = _NO_NODES     # membership of out_ctrl
+        self.subgraphs: list[Graph | None] | tuple = ()       # by subgraph index; None = empty name
         self.prev: Node | None = None
         self.next: Node | None = None
         self.dirty = False      # inputs changed: OpDef.input is rewritten on save
@@ -209,7 +233,13 @@ class Graph:
                 n = n.next
 
     def node_list(self) -> list[Node]:
-        return list(self.nodes())
+        out = []
+        n = self.head
+        while n is not None:
+            if n.alive:
+                out.append(n)
+            n = n.next
+        return out
 
     def find(self, name: str) -> Node | None:
         return self.by_name.get(name)
@@ -311,7 +341,7 @@ class Model:
     def all_nodes(self, graph: Graph | None = None) -> list[Node]:
         """GE ComputeGraph::GetAllNodes: a snapshot, each parent followed by its
         subgraphs' nodes (depth first, subgraph index order)."""
-        return [x for x in walk(graph or self.root) if isinstance(x, Node)]
+        return _nodes_under(graph or self.root)
 
     def walk_all_nodes(self, graph: Graph | None = None) -> Iterator[Node]:
         """Like all_nodes, but live: nodes inserted after the current one are visited."""
@@ -319,7 +349,7 @@ class Model:
 
     def all_subgraphs(self, graph: Graph | None = None) -> list[Graph]:
         """GE GetAllSubgraphs of `graph` (default root), in the same depth-first order."""
-        return [x for x in walk(graph or self.root) if isinstance(x, Graph)]
+        return _graphs_under(graph or self.root)
 
     def node_count(self) -> int:
         return sum(g.count for g in self.graphs.values())
@@ -337,17 +367,62 @@ def walk(graph: Graph, nodes_of=Graph.nodes) -> Iterator[Node | Graph]:
     stack: list[tuple[bool, Iterator]] = [(False, iter(nodes_of(graph)))]
     while stack:
         in_subgraphs, it = stack[-1]
-        x = next(it, None)
-        if x is None:
-            stack.pop()
-        elif in_subgraphs:
+        if in_subgraphs:
+            sg = next(it, None)
+            if sg is None:
+                stack.pop()
+            else:
+                yield sg
+                stack.append((False, iter(nodes_of(sg))))
+            continue
+        for x in it:            # a graph's nodes in one loop until one owns subgraphs
             yield x
-            stack.append((False, iter(nodes_of(x))))
+            if x.subgraphs:
+                subs = [sg for sg in x.subgraphs if sg is not None]
+                if subs:
+                    stack.append((True, iter(subs)))
+                    break
         else:
-            yield x
-            subs = [sg for sg in x.subgraphs if sg is not None]
-            if subs:
-                stack.append((True, iter(subs)))
+            stack.pop()
+
+
+def _nodes_under(graph: Graph) -> list[Node]:
+    """`walk`'s nodes as a list, without its generators (the passes take this snapshot
+    dozens of times a run): a stack of where each enclosing graph's list resumes."""
+    out: list[Node] = []
+    stack: list[Node | None] = [graph.head]
+    while stack:
+        n = stack.pop()
+        while n is not None:
+            if not n.alive:
+                n = n.next
+                continue
+            out.append(n)
+            if n.subgraphs:
+                stack.append(n.next)
+                stack.extend(sg.head for sg in reversed(n.subgraphs) if sg is not None)
+                break
+            n = n.next
+    return out
+
+
+def _graphs_under(graph: Graph) -> list[Graph]:
+    """`walk`'s graphs as a list, each when it is entered (a graph, then the subgraphs of
+    its nodes, depth first): the stack holds graphs to enter and nodes to resume at."""
+    out: list[Graph] = []
+    stack: list = [graph.head]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Graph):
+            out.append(n)
+            n = n.head
+        while n is not None:
+            if n.alive and n.subgraphs:
+                stack.append(n.next)
+                stack.extend(sg for sg in reversed(n.subgraphs) if sg is not None)
+                break
+            n = n.next
+    return out
 
 
 def _bump(graph: Graph, base: str) -> str:

@@ -12,6 +12,58 @@ from engine.core.graph import Graph, InAnchor, Node, OutAnchor, write_port_names
 from engine.proto import ge_ir_pb2 as pb
 
 
+# ---- finding an entry in a peer list ----------------------------------------------
+# Note [hinted search]: an edge leaves a peer list by position (GE's anchors keep vectors),
+# and `list.remove` scans from the front: a MemSet controlling 40 % of the graph whose
+# successors each get an Identity moved in front of them cost O(N) per edge, O(N²) per
+# pass. The search starts at the position the list's last removal was found at and widens
+# in doubling windows both ways, so walking a list in order (what every pass does) costs
+# O(distance) per edge; the entry found, hence the result, is the one `list.index` finds
+# (entries are unique). Hints are kept for long lists only, keyed by id (a stale hint only
+# costs a wider search).
+_SHORT = 32
+_hints: dict[int, int] = {}
+scanned = [0]       # entries compared by the searches of long lists (tests count the work)
+
+
+def position(lst: list, x) -> int:
+    """The index of `x` in `lst` (ValueError if absent), searched from the list's hint."""
+    n = len(lst)
+    if n <= _SHORT:
+        return lst.index(x)
+    h = min(_hints.get(id(lst), 0), n)
+    lo = hi = h
+    w = _SHORT
+    while lo > 0 or hi < n:
+        nhi = min(n, hi + w)
+        if nhi > hi:
+            scanned[0] += nhi - hi
+            try:
+                i = lst.index(x, hi, nhi)
+                break
+            except ValueError:
+                hi = nhi
+        nlo = max(0, lo - w)
+        if nlo < lo:
+            scanned[0] += lo - nlo
+            try:
+                i = lst.index(x, nlo, lo)
+                break
+            except ValueError:
+                lo = nlo
+        w *= 2
+    else:
+        raise ValueError(f"{x!r} is not in the list")
+    if len(_hints) > 4096:      # lists come and go (a batch run loads many graphs)
+        _hints.clear()
+    _hints[id(lst)] = i
+    return i
+
+
+def _remove(lst: list, x) -> None:
+    del lst[position(lst, x)]
+
+
 # ---- data edges -----------------------------------------------------------
 def link(src: OutAnchor, dst: InAnchor) -> None:
     if dst.peer is not None:
@@ -22,14 +74,14 @@ def link(src: OutAnchor, dst: InAnchor) -> None:
 
 
 def unlink(src: OutAnchor, dst: InAnchor) -> None:
-    src.peers.remove(dst)
+    _remove(src.peers, dst)
     dst.peer = None
     dst.node.dirty = True
 
 
 def replace_peer(src: OutAnchor, old: InAnchor, new: InAnchor) -> None:
     """GE Anchor::ReplacePeer: `new` takes `old`'s position in src's peer list."""
-    pos = src.peers.index(old)
+    pos = position(src.peers, old)
     src.peers[pos] = new
     old.peer = None
     old.node.dirty = True
@@ -44,15 +96,17 @@ def link_ctrl(a: Node, b: Node) -> None:
     if b in a.out_ctrl_set:
         return
     a.out_ctrl.append(b)
+    if not a.out_ctrl_set:
+        a.out_ctrl_set = set()      # Note [shared empties] in engine/core/graph.py
     a.out_ctrl_set.add(b)
     b.in_ctrl.append(a)
     b.dirty = True
 
 
 def unlink_ctrl(a: Node, b: Node) -> None:
-    a.out_ctrl.remove(b)
+    _remove(a.out_ctrl, b)
     a.out_ctrl_set.discard(b)
-    b.in_ctrl.remove(a)
+    _remove(b.in_ctrl, a)
     b.dirty = True
 
 
@@ -216,7 +270,7 @@ def topo_sort(graph: Graph, assign_ids: bool = True) -> list[Node] | None:
 
     def succ(n: Node) -> list[Node]:
         return [] if back is not None and back(n) else successors(n)
-    if all(pos.get(s, i + 1) > i for i, n in enumerate(order) for s in succ(n)):
+    if _is_sorted(order, pos, back):
         out = order                      # already sorted: Kahn's with this tie-break keeps it
         if assign_ids:
             for i, n in enumerate(out):
@@ -249,6 +303,23 @@ def topo_sort(graph: Graph, assign_ids: bool = True) -> list[Node] | None:
     return out
 
 
+def _is_sorted(order: list[Node], pos: dict, back) -> bool:
+    """Every edge (but those out of loop-back sources) goes forward in `order` (edges to
+    nodes outside it do not count): topo_sort's test, without a successor list per node."""
+    get = pos.get
+    for i, n in enumerate(order):
+        if back is not None and back(n):
+            continue
+        for o in n.outs:
+            for p in o.peers:
+                if get(p.node, i + 1) <= i:
+                    return False
+        for c in n.out_ctrl:
+            if get(c, i + 1) <= i:
+                return False
+    return True
+
+
 def topo_sort_model(model, graph: Graph | None = None) -> list[Graph]:
     """GE ComputeGraph::TopologicalSorting on `graph` (default the root): sort it and
     every subgraph below it, then number their nodes 0..n-1 in GetAllNodes order (one
@@ -273,20 +344,20 @@ def find_cycle(graph: Graph, ignore_edge: Callable[[Node, Node], bool]) -> list[
     """A data/control cycle among the direct nodes, skipping edges `ignore_edge(a, b)`."""
     order = graph.node_list()
     indeg = {n: 0 for n in order}
+    kept: dict[Node, list[Node]] = {}       # each node's counted edges, decided once
     for n in order:
-        for s in successors(n):
-            if s in indeg and not ignore_edge(n, s):
-                indeg[s] += 1
+        succ = kept[n] = [s for s in successors(n) if s in indeg and not ignore_edge(n, s)]
+        for s in succ:
+            indeg[s] += 1
     stack = [n for n in order if indeg[n] == 0]
     seen = 0
     while stack:
         n = stack.pop()
         seen += 1
-        for s in successors(n):
-            if s in indeg and not ignore_edge(n, s):
-                indeg[s] -= 1
-                if indeg[s] == 0:
-                    stack.append(s)
+        for s in kept[n]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                stack.append(s)
     if seen == len(order):
         return None
     return [n for n in order if indeg[n] > 0]

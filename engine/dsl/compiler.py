@@ -311,6 +311,11 @@ class _runtime:
     def type_of(obj):
         if obj is None:
             return None
+        kind = getattr(obj, "is_node", None)     # Note [is_node] in engine/core/attrs.py
+        if kind is True:
+            return obj.type
+        if kind is False:
+            return obj.node.type
         t = getattr(obj, "type", None)
         if t is None and hasattr(obj, "node"):
             return obj.node.type

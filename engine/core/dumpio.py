@@ -25,7 +25,7 @@ from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
 from engine.core.errors import InputError, Loc, Problem, display_path
-from engine.core.wire import first_error
+from engine.core.wire import parse_binary as wire_parse
 from engine.core.graph import Graph, Model, Node
 from engine.proto import ge_ir_pb2 as pb
 from engine.core.surgery import link
@@ -99,15 +99,8 @@ def parse_text(text: bytes, file: str) -> pb.ModelDef:
 
 
 def parse_binary(data: bytes, file: str) -> pb.ModelDef:
-    model = pb.ModelDef()
-    try:
-        model.ParseFromString(data)
-    except DecodeError as exc:
-        where = first_error(data, pb.ModelDef.DESCRIPTOR)
-        what = f"at byte {where[0]}: {where[1]} ({exc})" if where else f"({exc}; no field is out of place)"
-        raise InputError(Problem(Loc(file), f"malformed binary GE dump {what}",
-                                 "the file must be a serialized ge.proto.ModelDef; text dumps end in .txt/.pbtxt")) from None
-    return model
+    return wire_parse(pb.ModelDef(), data, file, "malformed binary GE dump",
+                      "the file must be a serialized ge.proto.ModelDef; text dumps end in .txt/.pbtxt")
 
 
 def model_to_text(data: bytes) -> bytes:

@@ -8,6 +8,9 @@ first field that cannot be read and what is wrong with it.
 from __future__ import annotations
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import DecodeError
+
+from engine.core.errors import InputError, Loc, Problem
 
 MAX_NESTING = 100          # protobuf's default recursion limit, which its parser enforces
 MAX_FIELD_NUMBER = 2 ** 29 - 1   # protobuf's largest field number; a key above it is corrupt
@@ -109,3 +112,16 @@ def first_error(data: bytes, desc: Descriptor) -> tuple[int, str] | None:
             stack.pop()
         else:
             return start, f"invalid wire type {wt}"
+
+
+def parse_binary(msg, data: bytes, file: str, what: str, hint: str):
+    """`msg` parsed from `data`, or an InputError `WHAT at byte N: PROBLEM (protobuf's words)`
+    located at the first field that cannot be read (first_error), else `WHAT (protobuf's words;
+    no field is out of place)`."""
+    try:
+        msg.ParseFromString(data)
+    except DecodeError as exc:
+        where = first_error(data, msg.DESCRIPTOR)
+        at = f"at byte {where[0]}: {where[1]} ({exc})" if where else f"({exc}; no field is out of place)"
+        raise InputError(Problem(Loc(file), f"{what} {at}", hint)) from None
+    return msg

@@ -9,12 +9,10 @@ import math
 import struct
 from dataclasses import dataclass
 
-from google.protobuf.message import DecodeError
-
 from engine.core.errors import Collector, InputError, Loc, Problem
 from engine.core.importers.build import OpBuilder
 from engine.core.schema import Reader
-from engine.core.wire import first_error
+from engine.core.wire import parse_binary
 from engine.proto import caffe_net_pb2 as cf
 from engine.proto import ge_ir_pb2 as pb
 
@@ -64,15 +62,8 @@ def read_weights_config(raw, file: str, errors: Collector, loc0: Loc) -> Weights
 
 
 def parse_weights(data: bytes, file: str) -> cf.NetParameter:
-    net = cf.NetParameter()
-    try:
-        net.ParseFromString(data)
-    except DecodeError as exc:
-        where = first_error(data, cf.NetParameter.DESCRIPTOR)
-        what = f"at byte {where[0]}: {where[1]}" if where else f"({exc})"
-        raise InputError(Problem(Loc(file), f"malformed Caffe weights {what}",
-                                 "--weights names a binary Caffe NetParameter (.caffemodel)")) from None
-    return net
+    return parse_binary(cf.NetParameter(), data, file, "malformed Caffe weights",
+                        "--weights names a binary Caffe NetParameter (.caffemodel)")
 
 
 def _dtype(name: str) -> int:
@@ -187,7 +178,7 @@ def apply_weights(net: cf.NetParameter, builders: list[OpBuilder], op_map: dict,
         if not_in_net:
             text += f"; {len(not_in_net)} layer(s) of the weights are no node of the network, skipped: " + ", ".join(not_in_net[:5])
         if unknown:
-            text += f"; layer type(s) not mapped, blobs ignored: " + ", ".join(unknown[:5])
+            text += "; layer type(s) not mapped, blobs ignored: " + ", ".join(unknown[:5])
         notes.append(("import", text))
     return consts[::-1] + builders          # AddNodeFront: the last Const made comes first
 

@@ -100,17 +100,13 @@ class Outputs:
                     raise OutputError(f"cannot write '{path}': {exc.strerror or exc}") from None
             # Note [renames together]: Ctrl-C is held back while the targets are renamed
             # (microseconds), so an interrupt leaves all of them or none of them changed.
-            held = _hold_sigint()
-            try:
+            with _HeldSigint():
                 for tmp, real, path in staged:
                     try:
                         os.replace(tmp, real)
                     except OSError as exc:
                         raise OutputError(f"cannot write '{path}': {exc.strerror}") from None
                     staged = [s for s in staged if s[0] != tmp]
-            finally:
-                if held is not None:
-                    signal.pthread_sigmask(signal.SIG_SETMASK, held)
         finally:
             for tmp, _, _ in staged:
                 try:
@@ -128,12 +124,40 @@ class Outputs:
                 sys.stdout.flush()
 
 
-def _hold_sigint():
-    """Block SIGINT; the signal mask to restore afterwards (None where signals cannot be masked)."""
-    try:
-        return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    except (AttributeError, OSError, ValueError):
-        return None
+class _HeldSigint:
+    """SIGINT noted, not acted on, inside the block; afterwards the previous handler gets it.
+
+    Note [held interrupt]: blocking SIGINT with the thread's signal mask is not enough. A
+    process-directed signal goes to any thread that does not block it, and the Python handler
+    then runs in the main thread at its next check, which can be inside a finaliser, where a
+    KeyboardInterrupt is printed and dropped (the run then exits 0 with the interrupt lost).
+    A handler that only notes the signal is safe wherever it runs; the interrupt is raised
+    here, once the renames are done. Off the main thread, where handlers cannot be set, the
+    signal mask is the fallback."""
+
+    def __enter__(self):
+        self.seen, self.mask = False, None
+        try:
+            self.previous = signal.signal(signal.SIGINT, self._note)
+        except (ValueError, OSError, AttributeError):       # not the main thread
+            self.previous = None
+            try:
+                self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            except (AttributeError, OSError, ValueError):
+                pass
+        return self
+
+    def _note(self, signum, frame) -> None:
+        self.seen = True
+
+    def __exit__(self, *exc) -> None:
+        if self.mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+        if self.previous is None:
+            return
+        signal.signal(signal.SIGINT, self.previous)
+        if self.seen and callable(self.previous):
+            self.previous(signal.SIGINT, None)          # Python's default raises KeyboardInterrupt
 
 
 def _check_target(flag: str, path: str) -> str:

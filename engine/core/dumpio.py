@@ -28,7 +28,6 @@ from engine.core.errors import InputError, Loc, Problem, display_path
 from engine.core.wire import parse_binary as wire_parse
 from engine.core.graph import Graph, Model, Node
 from engine.proto import ge_ir_pb2 as pb
-from engine.core.surgery import link
 
 PEER_INDEX_ATTR = "_src_out_peer_index_for_ge_txt_load"
 _PROTO_ROOT = Path(__file__).resolve().parent.parent.parent     # holds engine/proto/
@@ -206,7 +205,8 @@ def _build_edges(g: Graph, model: Model, problems: list[Problem]) -> None:
     pending: dict = {}          # src out-anchor → [(key, seq, dst in-anchor)]
     pending_ctrl: dict = {}     # src node → [(key, seq, dst node)]
     seq = 0                     # GE's cur_index
-    for n in g.nodes():
+    by_name = g.by_name
+    for n in g.node_list():
         op = n.op
         peer_idx = None
         attrs = op.attr
@@ -234,7 +234,7 @@ def _build_edges(g: Graph, model: Model, problems: list[Problem]) -> None:
                 problems.append(Problem(Loc(file), f"node '{n.name}' in graph '{g.name}': bad input '{entry}'",
                                         "inputs are 'src:out_index' or 'src:-1' for control edges"))
                 continue
-            src = g.by_name.get(src_name)
+            src = by_name.get(src_name)
             if src is None:
                 problems.append(Problem(Loc(file), f"node '{n.name}' in graph '{g.name}': input '{entry}' names no node of this graph",
                                         "edges connect nodes of one GraphDef; check the producer's name"))
@@ -255,20 +255,31 @@ def _build_edges(g: Graph, model: Model, problems: list[Problem]) -> None:
                                         "an output index must be below the producer's output_desc count"))
                 slot += 1
                 continue
-            n.ensure_inputs(slot + 1)
-            pending.setdefault(src.outs[idx], []).append((key, seq, n.ins[slot]))
+            ins = n.ins
+            if slot >= len(ins):
+                n.ensure_inputs(slot + 1)
+            edge = (key, seq, ins[slot])
+            dsts = pending.get(src.outs[idx])
+            if dsts is None:
+                pending[src.outs[idx]] = [edge]
+            else:
+                dsts.append(edge)
             slot += 1
+    # Note [edge sort]: `seq` is unique within a graph, so sorting the (key, seq, dst)
+    # tuples themselves orders by (key, seq) and never compares two destinations; each
+    # destination slot is filed once, so it has no peer yet (surgery.link's unlink and
+    # dirty mark are moot: the loader clears `dirty` after linking)
     for src, dsts in pending.items():
-        dsts.sort(key=_edge_key)
+        if len(dsts) > 1:
+            dsts.sort()
+        peers = src.peers
         for _, _, dst in dsts:
-            link(src, dst)
+            peers.append(dst)
+            dst.peer = src
     for src, dsts in pending_ctrl.items():
-        dsts.sort(key=_edge_key)
+        if len(dsts) > 1:
+            dsts.sort()
         src.out_ctrl.extend(d for _, _, d in dsts)
-
-
-def _edge_key(t: tuple) -> tuple[int, int]:
-    return t[0], t[1]
 
 
 # Note [nesting limit]: GE refuses subgraphs nested more than 32 levels (GraphUnfolder's
@@ -362,18 +373,19 @@ class _Positions:
 def _rewrite_inputs(n: Node, positions: _Positions | None) -> None:
     entries: list[str] = []
     peer_pos: list[int] = []
+    put, put_pos = entries.append, peer_pos.append
     for a in n.ins:
         src = a.peer
         if src is None:
-            entries.append("")
-            peer_pos.append(-1)
+            put("")
+            put_pos(-1)
         else:
-            entries.append(f"{src.node.name}:{src.idx}")
+            put(f"{src.node.name}:{src.idx}")
             if positions is None:
-                peer_pos.append(-1)
+                put_pos(-1)
             else:
                 peers = src.peers       # short lists: a scan beats a map (see _Positions)
-                peer_pos.append(peers.index(a) if len(peers) <= 8 else positions.of(src, peers, a))
+                put_pos(peers.index(a) if len(peers) <= 8 else positions.of(src, peers, a))
     # trailing unconnected slots beyond the descriptors are not written
     op = n.op
     if entries and entries[-1] == "":

@@ -23,6 +23,8 @@ from engine.proto import ge_ir_pb2 as pb
 # Note [port names]: GE's dump names ports in two parallel list attributes per side.
 PORT_NAME_ATTRS = (("input", "_input_name_key", "_input_name_value"),
                    ("output", "_output_name_key", "_output_name_value"))
+_IN_KEY, _IN_VALUE = PORT_NAME_ATTRS[0][1:]         # Node.ports reads these per node
+_OUT_KEY, _OUT_VALUE = PORT_NAME_ATTRS[1][1:]
 
 
 # Note [descriptor cache]: an anchor keeps its TensorDescriptor message once read (the
@@ -136,18 +138,20 @@ class Node:
 
     # ---- port names (from _input_name_key/_value, _output_name_key/_value) ----
     def ports(self) -> tuple[dict[str, int], dict[str, int]]:
-        if self._ports is None:
-            self._ports = (_name_map(self.op, *PORT_NAME_ATTRS[0][1:]), _name_map(self.op, *PORT_NAME_ATTRS[1][1:]))
-        return self._ports
+        p = self._ports
+        if p is None:
+            op = self.op
+            p = self._ports = (_name_map(op, _IN_KEY, _IN_VALUE), _name_map(op, _OUT_KEY, _OUT_VALUE))
+        return p
 
     def input_name(self, idx: int) -> str | None:
-        for name, i in self.ports()[0].items():
+        for name, i in (self._ports or self.ports())[0].items():
             if i == idx:
                 return name
         return None
 
     def output_name(self, idx: int) -> str | None:
-        for name, i in self.ports()[1].items():
+        for name, i in (self._ports or self.ports())[1].items():
             if i == idx:
                 return name
         return None

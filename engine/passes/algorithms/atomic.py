@@ -181,9 +181,11 @@ class AtomicPass:
     # ---- detection --------------------------------------------------------------------
     def hccl_atomic(self, node: Node) -> bool:
         """CheckAtomicFromOpsKernel (records the node as an HCCL atomic node)."""
-        if not self.pred("kernel_atomic", node):
+        p, g = self.p, self.graph
+        if not p["kernel_atomic"](g, node):
             return False
-        if any(a.peer is not None and self.pred("user_input", a.peer.node) for a in node.ins):
+        user_input = p["user_input"]
+        if any(a.peer is not None and user_input(g, a.peer.node) for a in node.ins):
             return False
         if node not in self.hcom_set:
             self.hcom.append(node)
@@ -191,11 +193,13 @@ class AtomicPass:
         return True
 
     def need_clean(self, node: Node, separately: bool) -> bool:
-        if self.pred("already_cleaned", node):
+        # the hot tests call their predicates directly (`pred` is one more frame per call)
+        p, g = self.p, self.graph
+        if p["already_cleaned"](g, node):
             return False
         if not separately and self.hccl_atomic(node):
             return True
-        if not self.pred("atomic_attrs", node):
+        if not p["atomic_attrs"](g, node):
             return False
         self.mark(node, self.cfg.mark_atomic, "the node carries atomic clean attributes")
         if separately:
@@ -288,11 +292,12 @@ class AtomicPass:
         asked = {n: self._need_clean_steps(n, separately) for n in self.graph.node_list()
                  if probe is not None and not probe.near and probe.wants_node(n)}
         atomic = []
-        for node in self.graph.node_list():
+        loop_node, g, state = self.p["loop_node"], self.graph, self.state
+        for node in g.node_list():
             if self.need_clean(node, separately):
                 atomic.append(node)
-            if not self.state.loop and self.pred("loop_node", node):
-                self.state.loop = True
+            if not state.loop and loop_node(g, node):
+                state.loop = True
         if atomic and not self.pred("unknown_graph"):
             if self.state.loop:
                 self.loop_graph(atomic)

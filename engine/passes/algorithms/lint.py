@@ -330,9 +330,10 @@ class GraphLint:
         if original is None:
             original = self.originals[op_type] = _Original(op_type)
         types = []
+        f_input, valid = self.f_input, self.valid
         for a in node.ins:
-            value, _ = self.f_input(node, a, original)
-            if value not in self.valid:
+            value, _ = f_input(node, a, original)
+            if value not in valid:
                 what = "no input rule matched" if value is None else f"the input rules give {value}"
                 raise self.fail(f"input {a.idx} has no read/write type: {what}", node)
             types.append(value)
@@ -554,6 +555,7 @@ def _search(a: Node, b: Node, pos: dict[Node, int], control: bool, budget: int, 
     past b going forward, the smallest not before a going back), which follows the long
     edges of a training step (a forward activation's consumer in the backward pass) first."""
     lo, hi = pos[a], pos[b]
+    get = pos.get
     for forward in (True, False):
         start, goal = (a, b) if forward else (b, a)
         seen = {start}
@@ -579,28 +581,34 @@ def _search(a: Node, b: Node, pos: dict[Node, int], control: bool, budget: int, 
                 nbrs = [a_.peer.node for a_ in x.ins if a_.peer is not None]
                 if control:
                     nbrs.extend(x.in_ctrl)
-            for y in nbrs:
-                if y is goal:
-                    reach.work += budget - left
-                    return True
-                py = pos.get(y)
-                if py is None or y in seen:
-                    continue
-                # only edges going forward in the order count; stay inside (lo, hi)
-                if (forward and px < py < hi) or (not forward and lo < py < px):
-                    seen.add(y)
-                    step.append((py, y) if forward else (-py, y))
-            step.sort(key=_first)
+            # only edges going forward in the order count; stay inside (lo, hi)
+            if forward:
+                for y in nbrs:
+                    if y is goal:
+                        reach.work += budget - left
+                        return True
+                    py = get(y)
+                    if py is not None and px < py < hi and y not in seen:
+                        seen.add(y)
+                        step.append((py, y))
+            else:
+                for y in nbrs:
+                    if y is goal:
+                        reach.work += budget - left
+                        return True
+                    py = get(y)
+                    if py is not None and lo < py < px and y not in seen:
+                        seen.add(y)
+                        step.append((-py, y))
+            # Note [step order]: positions are distinct and each node is listed once, so the
+            # pairs sort by their first item alone (no key function, nodes never compared)
+            step.sort()
             stack.extend(y for _, y in step)
         else:
             reach.work += budget - left
             return False          # every node the window lets it reach was seen
         reach.work += budget
     return None
-
-
-def _first(t: tuple) -> int:
-    return t[0]
 
 
 def _sweep(nodes: list[Node], own: dict[Node, int], control: bool) -> dict[Node, int]:

@@ -214,10 +214,18 @@ class RWPass:
         self.IN_RO, self.IN_W, self.IN_SW, self.IN_INV = R["read_only"], R["writeable"], R["scope_writeable"], R["invalid"]
         self.OUT_RO, self.OUT_SOFT, self.OUT_W, self.OUT_INV = O["read_only"], O["soft_read"], O["writeable"], O["invalid"]
         self.in_rank = {t: i for i, t in enumerate(cfg.input_types)}
+        self._cites: dict[int, list[Cite]] = {}      # Note [cite lists]
 
     # ---- typing ----------------------------------------------------------------
     def _cite(self, rules: list[Rule], i: int) -> Cite | str:
-        return rules[i].cite if i >= 0 else "no rule matched"
+        if i < 0:
+            return "no rule matched"
+        # Note [cite lists]: a rule's Cite is a fresh frozen value per `.cite`; each list's
+        # are built once and shared (the walk types every anchor: 250k cites at 100k nodes)
+        cites = self._cites.get(id(rules))
+        if cites is None:
+            cites = self._cites[id(rules)] = [r.cite for r in rules]
+        return cites[i]
 
     def _single_output_value(self, anchor: OutAnchor | None) -> str:
         return self.single_output(anchor).value
@@ -245,7 +253,7 @@ class RWPass:
         v, i = self.f_out_over(node, anchor)
         if v is not None:
             t = _Typed(v, self._cite(self.cfg.output_overrides, i))
-        elif not any(g is not None for g in node.subgraphs):
+        elif not node.subgraphs or not any(g is not None for g in node.subgraphs):
             t = self.single_output(anchor)
         else:
             netouts = [(g, n) for g in node.subgraphs if g is not None for n in g.nodes()
@@ -268,7 +276,7 @@ class RWPass:
         v, i = self.f_in_over(node, anchor)
         if v is not None:
             t = _Typed(v, self._cite(self.cfg.input_overrides, i))
-        elif not any(g is not None for g in node.subgraphs):
+        elif not node.subgraphs or not any(g is not None for g in node.subgraphs):
             t = self.single_input(anchor)
         else:
             vals = []
@@ -412,24 +420,26 @@ class RWPass:
     def insert_as_needed(self, node: Node) -> None:
         if not node.has_data_consumers():
             return
+        skip_consumer = self.p["skip_consumer"]
+        input_rw, decide, in_sw = self.input_rw, self.decide, self.IN_SW
+        probe = self.ctx.probe
         for o in node.outs:
             out_t = self.output_rw(o)
             skip_last = self.need_check_skip(out_t.value, node, o)
             last_node = None
             peers = list(o.peers)
-            probe = self.ctx.probe
             for k, peer in enumerate(peers):
                 pn = peer.node
-                if self.p["skip_consumer"](pn):
+                if skip_consumer(pn):
                     if probe is not None and probe.wants_pair(o, peer):
                         self._why_not(o, peer, out_t, None, "skip-consumer")
                     continue
-                in_t = self.input_rw(peer)
-                res = self.decide(out_t.value, in_t.value)
+                in_t = input_rw(peer)
+                res = decide(out_t.value, in_t.value)
                 if skip_last:
                     if last_node is None:
                         last_node = pn
-                    skip_last = pn is last_node and in_t.value == self.IN_SW
+                    skip_last = pn is last_node and in_t.value == in_sw
                 if res != "insert_identity":
                     if probe is not None and probe.wants_pair(o, peer):
                         self._why_not(o, peer, out_t, in_t, "matrix-cell")

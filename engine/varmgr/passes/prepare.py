@@ -28,8 +28,9 @@ def run_variable_prepare(graph: Graph, policy: VarPolicy, kept: list | None = No
              "an output, or ref_port_index)", "none: no writer, so no VariableRef")
         return []                                    # "No need to add variable_ref."
     changes: list[Change] = []
+    var_like = policy.op_types.var_like
     for var in graph.node_list():
-        if var.type not in policy.op_types.var_like or not var.alive:
+        if var.type not in var_like or not var.alive:
             continue
         for anchor in list(var.outs):
             for peer in list(anchor.peers):
@@ -86,15 +87,21 @@ def build_ref_map(graph: Graph, policy: VarPolicy) -> RefMap:
     later nodes of a type already in the map are not read again.
     """
     out: RefMap = {}
-    for node in graph.nodes():
+    ref_key = policy.attrs.ref_port_index
+    for node in graph.node_list():
         if node.type in out:
             continue
         ins, outs = node.ports()
+        if not ins:
+            continue
+        descs = node.op.input_desc
         for name, i in ins.items():
             if name in outs:
                 out.setdefault(node.type, {})[i] = [outs[name]]
-            elif i < len(node.op.input_desc):
-                ports = node.op.input_desc[i].attr.get(policy.attrs.ref_port_index)
+            elif i < len(descs):
+                # the in-anchor's cached descriptor is descs[i] (Note [descriptor cache] in graph.py)
+                d = node.ins[i].desc if 0 <= i < len(node.ins) else descs[i]
+                ports = d.attr.get(ref_key)
                 if ports is not None and len(ports.list.i):
                     out.setdefault(node.type, {})[i] = [len(node.outs)]
     return out

@@ -86,11 +86,13 @@ def _same_variables(graph: Graph, policy: VarPolicy) -> dict[str, tuple[list[Nod
     key = policy.attrs.ref_var_src_var_name
     groups: dict[str, tuple[list[Node], list[Node]]] = {}
     refs: dict[str, list[Node]] = {}
-    for node in graph.nodes():
-        src = typed_attr(node.op.attr, key, "s")
+    fused = policy.op_types.fused_variable
+    for node in graph.node_list():
+        attrs = node.op.attr
+        src = typed_attr(attrs, key, "s") if key in attrs else None     # most nodes are no VariableRef
         if src is not None:
             refs.setdefault(src, []).append(node)
-        elif node.type in policy.op_types.fused_variable:
+        elif node.type in fused:
             groups.setdefault(node.name, ([], []))[0].append(node)
     for name, (_, ref_list) in groups.items():
         ref_list.extend(refs.get(name, ()))

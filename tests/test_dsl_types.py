@@ -344,3 +344,13 @@ def test_values_are_compiled_when_the_pack_loads_not_when_it_runs(tmp_path):
         except Exception as exc:                # noqa: BLE001 - a GE failure is fine here
             assert type(exc).__name__ == "PassFailure", exc
     assert compiler.COMPILES[0] - before == at_load, "a run compiled generated code"
+
+
+def test_a_field_of_none_is_none_and_none_carries_no_dsl_field():
+    """Note [field access]: field reads compile to getattr(x, name, None), which is the
+    None-safe read only while None itself has no attribute of that name."""
+    from engine.dsl.compiler import FIELDS, _runtime
+    assert FIELDS and not [f for f in FIELDS if hasattr(None, f)]
+    scope = Scope(("node",), {}, {}, {})
+    fn = Compiler(scope, Collector()).function(parse_expr("node.graph.parent_node", Loc("t", 1, 1)), ("node",))
+    assert fn(None) is None and _runtime.type_of(None) is None

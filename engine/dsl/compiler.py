@@ -137,7 +137,10 @@ class Compiler:
         if isinstance(e, Field):
             if e.name not in FIELDS:
                 self.errors.error(e.loc, f"unknown field '.{e.name}'", did_you_mean(e.name, FIELDS, "fields"))
-            return f"_rt.field({py(e.obj, names)}, {e.name!r})"
+            # Note [field access]: getattr with a default is `_rt.field` without its Python
+            # frame: None carries none of the DSL's fields (tests/test_dsl.py asserts it), so
+            # a none receiver reads as none either way
+            return f"getattr({py(e.obj, names)}, {e.name!r}, None)"
         if isinstance(e, Index):
             return f"_rt.index({py(e.obj, names)}, {py(e.index, names)})"
         if isinstance(e, Unary):
@@ -309,13 +312,13 @@ class _runtime:
 
     @staticmethod
     def type_of(obj):
-        if obj is None:
-            return None
         kind = getattr(obj, "is_node", None)     # Note [is_node] in engine/core/attrs.py
         if kind is True:
             return obj.type
         if kind is False:
             return obj.node.type
+        if obj is None:
+            return None
         t = getattr(obj, "type", None)
         if t is None and hasattr(obj, "node"):
             return obj.node.type

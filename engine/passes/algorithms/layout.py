@@ -417,10 +417,12 @@ class LayoutPass:
         bound = budget_for(self.ctx, self.spec.id)
         self.allowance = bound[0] if bound is not None else None
         spent_out: list = []           # (symbol, anchors isolated by the fallback, pairs it stood for)
+        table_anchors = self.table.anchors
         for name in self.table.names():
-            anchors = list(self.table.anchors.get(name, []))
+            anchors = list(table_anchors.get(name, []))
             trace = [] if probe is not None and (asked is None or name in asked) else None
-            found = self.find_conflicts(anchors, trace) if not spent_out else {}
+            # a symbol of one anchor has no pair: nothing to look for (nor to count under --budget)
+            found = self.find_conflicts(anchors, trace) if not spent_out and len(anchors) > 1 else {}
             if self.allowance is not None and self.allowance < 0:
                 self.allowance = 0
                 spent_out.append((name, *self._fallback(anchors, found, bound)))

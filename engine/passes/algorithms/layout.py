@@ -315,6 +315,7 @@ class LayoutPass:
         self.graph: Graph | None = None
         self.marks: dict[Any, list[str]] = {}
         self._active_cache: dict = {}
+        self._plans: dict = {}          # distinct mark lists of a symbol, in order → their partners (_pairs)
         consts = {a: a for a in cfg.attributes}
         own = {
             "marks": lambda a: self.marks.get(a, []),
@@ -488,9 +489,17 @@ class LayoutPass:
         buckets: dict[tuple, list[int]] = {}
         for i, k in enumerate(keys):
             buckets.setdefault(k, []).append(i)
-        # per distinct mark list (not per anchor): the buckets it can pair with, in bucket order
-        partners = {ka: [idxs for kb, idxs in buckets.items() if self._active(ka, kb) or self._active(kb, ka)]
-                    for ka in buckets}
+        # per distinct mark list (not per anchor): the buckets it can pair with, in bucket order;
+        # worked out once per combination of mark lists (most symbols share a few)
+        combo = tuple(buckets)
+        plan = self._plans.get(combo)
+        if plan is None:
+            plan = self._plans[combo] = tuple(
+                tuple(n for n, kb in enumerate(combo) if self._active(ka, kb) or self._active(kb, ka)) for ka in combo)
+        if not any(plan):
+            return
+        in_order = list(buckets.values())
+        partners = {ka: [in_order[n] for n in plan[m]] for m, ka in enumerate(combo)}
         for i, ki in enumerate(keys):
             lists = partners[ki]
             if not lists:

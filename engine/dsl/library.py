@@ -107,9 +107,11 @@ def _engine_reader(ctx):
     """engine_of for one run, with the pack's attribute key looked up once."""
     key = ctx.pack.attr_key("op_kernel_lib")
     by_type = ctx.pack.engine_of_type
+    known: dict[str, str] = {}      # op type → the registry's engine (the pack does not change in a run)
 
     def engine(node) -> str:
-        n = _node_of(node)
+        kind = getattr(node, "is_node", None)       # _node_of, inline (Note [is_node])
+        n = node if kind is True else node.node if kind is False else _node_of(node)
         if n is None:
             return ""
         attrs = n.op.attr
@@ -117,7 +119,11 @@ def _engine_reader(ctx):
             v = attr_value(attrs[key])
             if isinstance(v, str) and v:
                 return v
-        return by_type(n.type)
+        t = n.type
+        e = known.get(t)
+        if e is None:
+            e = known[t] = by_type(t)
+        return e
     return engine
 
 

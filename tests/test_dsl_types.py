@@ -344,3 +344,31 @@ def test_values_are_compiled_when_the_pack_loads_not_when_it_runs(tmp_path):
         except Exception as exc:                # noqa: BLE001 - a GE failure is fine here
             assert type(exc).__name__ == "PassFailure", exc
     assert compiler.COMPILES[0] - before == at_load, "a run compiled generated code"
+
+
+def test_a_field_of_none_is_none_and_none_carries_no_dsl_field():
+    """Note [field access]: field reads compile to getattr(x, name, None), which is the
+    None-safe read only while None itself has no attribute of that name."""
+    from engine.dsl.compiler import FIELDS, _runtime
+    assert FIELDS and not [f for f in FIELDS if hasattr(None, f)]
+    scope = Scope(("node",), {}, {}, {})
+    fn = Compiler(scope, Collector()).function(parse_expr("node.graph.parent_node", Loc("t", 1, 1)), ("node",))
+    assert fn(None) is None and _runtime.type_of(None) is None
+
+
+def test_a_type_test_on_a_variable_reads_nodes_anchors_and_none_alike():
+    """Note [inline type test]: `x is cls` on a variable reads a node's type in place and
+    leaves anchors, none and other values to type_of."""
+    from engine.core.graph import Node
+    from engine.proto import ge_ir_pb2 as pb
+    op = pb.OpDef(name="a", type="Add")
+    op.input_desc.add()
+    node = Node(op, None)
+    scope = Scope(("x",), {}, {"adds": frozenset({"Add"})}, {})
+    comp = Compiler(scope, Collector())
+    fn = comp.function(parse_expr("x is adds", Loc("t", 1, 1)), ("x",))
+    neg = comp.function(parse_expr("x is not adds", Loc("t", 1, 1)), ("x",))
+    assert fn(node) and fn(node.ins[0]) and not fn(None) and not fn(3)
+    assert not neg(node) and neg(None)
+    node.type = "Sub"
+    assert not fn(node) and not fn(node.ins[0])

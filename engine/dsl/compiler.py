@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from engine.core.errors import Collector, InputError, Loc, Problem, did_you_mean
+from engine.core.graph import Node
 from engine.dsl.types import FIELD_TYPES, check_expr
 from engine.dsl.ast import (Binary, Call, Comprehension, Cond, Const, Expr, Field, Index, IsClass, Let,
     ListLit, Paren, Quant, Unary, Var, walk)
@@ -74,7 +75,7 @@ class Compiler:
     def namespace(self) -> dict[str, Any]:
         """The globals generated code runs in (shared by everything this compiler builds)."""
         if self._ns is None:
-            ns: dict[str, Any] = {"_rt": _runtime}
+            ns: dict[str, Any] = {"_rt": _runtime, "_Node": Node}
             for name, prim in self.scope.functions.items():
                 ns["f_" + name] = prim.fn
             for name, members in self.scope.classes.items():
@@ -137,7 +138,10 @@ class Compiler:
         if isinstance(e, Field):
             if e.name not in FIELDS:
                 self.errors.error(e.loc, f"unknown field '.{e.name}'", did_you_mean(e.name, FIELDS, "fields"))
-            return f"_rt.field({py(e.obj, names)}, {e.name!r})"
+            # Note [field access]: getattr with a default is `_rt.field` without its Python
+            # frame: None carries none of the DSL's fields (tests/test_dsl.py asserts it), so
+            # a none receiver reads as none either way
+            return f"getattr({py(e.obj, names)}, {e.name!r}, None)"
         if isinstance(e, Index):
             return f"_rt.index({py(e.obj, names)}, {py(e.index, names)})"
         if isinstance(e, Unary):
@@ -158,7 +162,13 @@ class Compiler:
                 self.errors.error(e.loc, f"unknown op class '{e.cls}'",
                                   did_you_mean(e.cls, self.scope.classes, "op classes"))
                 return "False"
-            test = f"(_rt.type_of({py(e.subject, names)}) in C_{e.cls})"
+            subject = py(e.subject, names)
+            if isinstance(e.subject, Var) and e.subject.name in names:
+                # Note [inline type test]: a variable is read twice at no cost, so a graph
+                # node's type is read in place; anything else still goes through type_of
+                test = f"(({subject}.type if {subject}.__class__ is _Node else _rt.type_of({subject})) in C_{e.cls})"
+            else:
+                test = f"(_rt.type_of({subject}) in C_{e.cls})"
             return f"(not {test})" if e.negated else test
         if isinstance(e, Cond):
             return f"({py(e.then, names)} if {py(e.test, names)} else {py(e.other, names)})"
@@ -309,13 +319,13 @@ class _runtime:
 
     @staticmethod
     def type_of(obj):
-        if obj is None:
-            return None
         kind = getattr(obj, "is_node", None)     # Note [is_node] in engine/core/attrs.py
         if kind is True:
             return obj.type
         if kind is False:
             return obj.node.type
+        if obj is None:
+            return None
         t = getattr(obj, "type", None)
         if t is None and hasattr(obj, "node"):
             return obj.node.type

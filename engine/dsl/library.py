@@ -103,6 +103,43 @@ def engine_of(ctx, node) -> str:
     return ctx.pack.engine_of_type(n.type)
 
 
+def _engine_reader(ctx):
+    """engine_of for one run, with the pack's attribute key looked up once."""
+    key = ctx.pack.attr_key("op_kernel_lib")
+    by_type = ctx.pack.engine_of_type
+    known: dict[str, str] = {}      # op type → the registry's engine (the pack does not change in a run)
+
+    def engine(node) -> str:
+        kind = getattr(node, "is_node", None)       # _node_of, inline (Note [is_node])
+        n = node if kind is True else node.node if kind is False else _node_of(node)
+        if n is None:
+            return ""
+        attrs = n.op.attr
+        if key in attrs:
+            v = attr_value(attrs[key])
+            if isinstance(v, str) and v:
+                return v
+        t = n.type
+        e = known.get(t)
+        if e is None:
+            e = known[t] = by_type(t)
+        return e
+    return engine
+
+
+def _attr_true(node, key: str) -> bool:
+    """node_attr(node, key) is True, without decoding: only a `b` field holds True."""
+    kind = getattr(node, "is_node", None)       # Note [is_node] in engine/core/attrs.py
+    n = node if kind is True else node.node if kind is False else _node_of(node)
+    if n is None:
+        return False
+    attrs = n.op.attr
+    if key not in attrs:
+        return False
+    a = attrs[key]
+    return a.WhichOneof("value") == "b" and a.b is True
+
+
 def _count(x) -> int:
     try:
         return 0 if x is None else len(x)
@@ -201,7 +238,7 @@ GRAPH_PRIMITIVES: dict[str, PrimSpec] = register("graph", dict([
     _spec("has_attr", (2, 2), "has_attr(node, key): the op carries the attribute",
           lambda ctx: lambda n, k: (_node_of(n) is not None and k in _node_of(n).op.attr), "(Node | Anchor, str) -> bool"),
     _spec("attr_true", (2, 2), "attr_true(node, key): bool attribute set to true",
-          lambda ctx: lambda n, k: node_attr(n, k) is True, "(Node | Anchor, str) -> bool"),
+          lambda ctx: _attr_true, "(Node | Anchor, str) -> bool"),
     _spec("desc_attr", (2, 2), "desc_attr(anchor, key): the tensor descriptor attribute's value or none",
           lambda ctx: desc_attr, "(Anchor, str) -> any"),
     _spec("dims", (1, 1), "dims(anchor): the tensor shape as a list", lambda ctx: _dims, "(Anchor) -> list[int]"),
@@ -222,7 +259,7 @@ GRAPH_PRIMITIVES: dict[str, PrimSpec] = register("graph", dict([
     _spec("parent_input", (1, 1), "parent_input(data): parent's in-anchor at its PARENT_NODE_INDEX",
           lambda ctx: lambda n: parent_input(n, ctx.pack.attr_key("parent_node_index")), "(Node) -> InAnchor"),
     _spec("engine", (1, 1), "engine(node): kernel lib (attribute OP_KERNEL_LIB, else the op registry)",
-          lambda ctx: lambda n: engine_of(ctx, n), "(Node) -> str"),
+          lambda ctx: _engine_reader(ctx), "(Node) -> str"),
     _spec("option", (1, 1), "option(key): the --option value (its canonical text), else the pack's declared default, else none",
           lambda ctx: lambda k: _option(ctx, k), "(Option) -> str"),
     _spec("input_name", (1, 1), "input_name(in_anchor): its port name or none",

@@ -67,6 +67,9 @@ def load(value: Any, pack: Pack, errors: Collector) -> SymbolsConfig | None:
 register_section("symbols", load)
 
 
+_UNSEEN = object()       # not looked up yet (None is an answer)
+
+
 class SymbolTable:
     """anchor → symbol name, symbol name → ordered anchors."""
 
@@ -118,8 +121,9 @@ class SymbolBuilder:
     def ref_from_input(self, out: OutAnchor) -> int | None:
         """GE IsRefFromInput: the input index this output aliases, or None (memoised:
         an output's alias does not change when nodes are inserted around it)."""
-        if out in self._rfi:
-            return self._rfi[out]
+        k = self._rfi.get(out, _UNSEEN)
+        if k is not _UNSEEN:
+            return k
         k, _ = self.f_rfi(out.node, out)
         k = k if isinstance(k, int) and not isinstance(k, bool) else None
         self._rfi[out] = k
@@ -188,8 +192,9 @@ class SymbolBuilder:
                 t.new(a)
 
     def _outputs(self, t: SymbolTable, node: Node) -> None:
+        of = t.of
         for o in node.outs:
-            if o in t.of:
+            if o in of:
                 continue
             other = self.ref_from_other(o)
             if other is not None:

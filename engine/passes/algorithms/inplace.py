@@ -16,7 +16,7 @@ from typing import Any
 from engine.passes.registry import Algorithm, register
 from engine.passes.context import Diagnostic
 from engine.dsl.compiler import Compiler
-from engine.dsl.ast import Expr
+from engine.dsl.ast import Call, Expr, walk
 from engine.core.errors import Cite, Collector, Loc
 from engine.core.graph import Graph, InAnchor, OutAnchor
 from engine.pack.model import Pack
@@ -62,6 +62,11 @@ def load(value: Any, pack: Pack, errors: Collector) -> InplaceConfig | None:
     return InplaceConfig(str(ability), int(wildcard), preds, str(layout), r.loc)
 
 
+def _may_fail(prim) -> bool:
+    """A primitive that may stop the pass; a pack-defined one (its body unseen here) counts."""
+    return prim is None or prim.template is not None or bool(prim.effects)
+
+
 def _byte_size(a) -> int | None:
     d = a.desc
     if d is None:
@@ -81,6 +86,11 @@ class InplacePass:
         self.ctx, self.cfg, self.spec = ctx, cfg, spec
         comp = Compiler(ctx.pack.scope(("node", "anchor"), functions=bound_functions(ctx)), Collector())
         self.p = {k: comp.function(e, PREDICATES[k]) for k, e in cfg.predicates.items()}
+        # Note [pure predicate]: one that cannot stop the pass (no `fail` reached) may go
+        # unevaluated on a node with no candidate: nothing else would differ
+        fns = comp.scope.functions
+        self.pure_no_inplace = not any(isinstance(x, Call) and _may_fail(fns.get(x.fn))
+                                       for x in walk(cfg.predicates["no_inplace_node"]))
         layout_cfg = ctx.pack.configs.get(cfg.layout_section)
         self.lp = LayoutPass(ctx, layout_cfg, spec)
         self.lp.probe = None       # its merged-symbol checks are not the layout pass deciding
@@ -121,7 +131,10 @@ class InplacePass:
         for node in model.all_nodes(graph):
             if probe is not None and not probe.near and probe.wants_node(node):
                 self.why_not(graph, table, read_only, node)
-            cand = [(o, i) for o, i in self.candidates(node)
+            cands = self.candidates(node)
+            if not cands and self.pure_no_inplace:
+                continue                # every filter below keeps nothing (Note [pure predicate])
+            cand = [(o, i) for o, i in cands
                     if 0 <= o < len(node.outs) and 0 <= i < len(node.ins)]
             cand = [(o, i) for o, i in cand if self.last_consumer_ok(node, node.ins[i])]
             cand = [(o, i) for o, i in cand if _byte_size(node.outs[o]) == _byte_size(node.ins[i])]

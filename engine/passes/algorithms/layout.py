@@ -315,6 +315,7 @@ class LayoutPass:
         self.graph: Graph | None = None
         self.marks: dict[Any, list[str]] = {}
         self._active_cache: dict = {}
+        self._plans: dict = {}          # distinct mark lists of a symbol, in order → their partners (_pairs)
         consts = {a: a for a in cfg.attributes}
         own = {
             "marks": lambda a: self.marks.get(a, []),
@@ -336,6 +337,7 @@ class LayoutPass:
         # Note [node-level marks]: a condition that never names `anchor` is evaluated once per node
         self.f_in_marks = [(m, fn(m.when, MARK_VARS), _uses_anchor(m.when)) for m in cfg.input_marks]
         self.f_out_marks = [(m, fn(m.when, MARK_VARS), _uses_anchor(m.when)) for m in cfg.output_marks]
+        self._in_plan, self._out_plan = _mark_plan(self.f_in_marks), _mark_plan(self.f_out_marks)
         self.f_check = {n: fn(c.body, CHECK_VARS) for n, c in cfg.checkers.items()}
         self.f_skip_pair = fn(cfg.skip_pair, CHECK_VARS)
         self.f_skip_insert = fn(cfg.skip_insert, ("anchor",))
@@ -416,10 +418,12 @@ class LayoutPass:
         bound = budget_for(self.ctx, self.spec.id)
         self.allowance = bound[0] if bound is not None else None
         spent_out: list = []           # (symbol, anchors isolated by the fallback, pairs it stood for)
+        table_anchors = self.table.anchors
         for name in self.table.names():
-            anchors = list(self.table.anchors.get(name, []))
+            anchors = list(table_anchors.get(name, []))
             trace = [] if probe is not None and (asked is None or name in asked) else None
-            found = self.find_conflicts(anchors, trace) if not spent_out else {}
+            # a symbol of one anchor has no pair: nothing to look for (nor to count under --budget)
+            found = self.find_conflicts(anchors, trace) if not spent_out and len(anchors) > 1 else {}
             if self.allowance is not None and self.allowance < 0:
                 self.allowance = 0
                 spent_out.append((name, *self._fallback(anchors, found, bound)))
@@ -439,15 +443,23 @@ class LayoutPass:
                 "as absolute conflicts (an Identity before each)", decl.cite))
 
     def mark_node(self, node: Node, g: Graph) -> None:
-        for anchors, marks, default in ((node.ins, self.f_in_marks, self.cfg.input_default),
-                                        (node.outs, self.f_out_marks, self.cfg.output_default)):
+        marks = self.marks
+        for anchors, plan, default in ((node.ins, self._in_plan, self.cfg.input_default),
+                                       (node.outs, self._out_plan, self.cfg.output_default)):
             if not anchors:
                 continue
-            node_level = {m.attr: f(node, None, g) for m, f, per_anchor in marks if not per_anchor}
+            node_fs, seq = plan
+            # Note [node-level marks]: each node-level condition once per node, in mark order,
+            # before any per-anchor one (as GE's order of evaluation has no side effects to see)
+            level = [f(node, None, g) for f in node_fs]
+            if len(node_fs) == len(seq):          # no condition names the anchor
+                out = [attr for attr, k, _ in seq if level[k]]
+                for a in anchors:
+                    marks[a] = list(out) if out else [default]
+                continue
             for a in anchors:
-                out = [m.attr for m, f, per_anchor in marks
-                       if (f(node, a, g) if per_anchor else node_level[m.attr])]
-                self.marks[a] = out or [default]
+                out = [attr for attr, k, f in seq if (f(node, a, g) if f is not None else level[k])]
+                marks[a] = out or [default]
 
     def _active(self, ma: tuple, mb: tuple) -> bool:
         """Whether any attribute pair of two mark lists leads to a check (cached)."""
@@ -472,19 +484,36 @@ class LayoutPass:
         """The pairs (i < j) in GE's order, leaving out pairs whose attributes can
         never lead to a check. Note [pair pruning]: a symbol with thousands of plain
         readers would otherwise cost O(k²) predicate calls for nothing."""
-        keys = [tuple(self.marks.get(a, ())) for a in anchors]
+        marks = self.marks
+        keys = [tuple(marks.get(a, ())) for a in anchors]
         buckets: dict[tuple, list[int]] = {}
         for i, k in enumerate(keys):
             buckets.setdefault(k, []).append(i)
+        # per distinct mark list (not per anchor): the buckets it can pair with, in bucket order;
+        # worked out once per combination of mark lists (most symbols share a few)
+        combo = tuple(buckets)
+        plan = self._plans.get(combo)
+        if plan is None:
+            plan = self._plans[combo] = tuple(
+                tuple(n for n, kb in enumerate(combo) if self._active(ka, kb) or self._active(kb, ka)) for ka in combo)
+        if not any(plan):
+            return
+        in_order = list(buckets.values())
+        partners = {ka: [in_order[n] for n in plan[m]] for m, ka in enumerate(combo)}
         for i, ki in enumerate(keys):
-            js: list[int] = []
-            for kb, idxs in buckets.items():
-                if self._active(ki, kb) or self._active(kb, ki):
+            lists = partners[ki]
+            if not lists:
+                continue
+            if len(lists) == 1:
+                idxs = lists[0]
+                js = idxs[bisect_right(idxs, i):]      # one bucket: already in order
+            else:
+                js = []
+                for idxs in lists:
                     js.extend(idxs[bisect_right(idxs, i):])
-            if js:
                 js.sort()
-                for j in js:
-                    yield i, j
+            for j in js:
+                yield i, j
 
     def find_conflicts(self, anchors: list, trace: list | None = None) -> dict:
         """FindConflictNodes: anchor → the first (checker, pair) that selected it.
@@ -773,6 +802,21 @@ BUDGET_CHOICE = "layout/budget-fallback"
 def _kind(step: Step) -> str:
     return {"wildcard no-conflict": "wildcard", "absolute no-conflict": "absolute-no-conflict"}.get(
         step.result, "unregistered")
+
+
+def _mark_plan(marks: list) -> tuple[list, list]:
+    """(the node-level conditions in order, [(attr, index into them, or the per-anchor
+    condition)] in mark order) for mark_node."""
+    node_fs, seq = [], []
+    for m, f, per_anchor in marks:
+        if per_anchor:
+            seq.append((m.attr, None, f))
+        else:
+            seq.append((m.attr, len(node_fs), None))
+            node_fs.append(f)
+    # two node-level marks of one attribute both read the later one's value (a map by attribute before)
+    last = {attr: k for attr, k, f in seq if f is None}
+    return node_fs, [(attr, last[attr] if f is None else None, f) for attr, _, f in seq]
 
 
 def _uses_anchor(e: Expr) -> bool:

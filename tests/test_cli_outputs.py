@@ -270,7 +270,13 @@ def test_ctrl_c_during_the_renames_is_held_until_all_are_done(tmp_path, capsys, 
 
     monkeypatch.setattr(outputs.os, "replace", replace)
     graph, rj = tmp_path / "g.pbtxt", tmp_path / "r.json"
-    code, _, err = run(RUN + ["--out", graph, "--report-json", rj, "--quiet"], capsys)
+    # a shell's background job starts with SIGINT ignored (and Python keeps it so): Ctrl-C's
+    # usual handler for this test, whatever started pytest
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        code, _, err = run(RUN + ["--out", graph, "--report-json", rj, "--quiet"], capsys)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert len(calls) == 2 and code == 130 and err == "memconflict: interrupted\n"
     assert graph.exists() and rj.exists()        # all targets changed, not one of two
     assert leftovers(tmp_path) == []

@@ -127,13 +127,14 @@ class Outputs:
 class _HeldSigint:
     """SIGINT noted, not acted on, inside the block; afterwards the previous handler gets it.
 
-    Note [held interrupt]: blocking SIGINT with the thread's signal mask is not enough. A
-    process-directed signal goes to any thread that does not block it, and the Python handler
-    then runs in the main thread at its next check, which can be inside a finaliser, where a
-    KeyboardInterrupt is printed and dropped (the run then exits 0 with the interrupt lost).
-    A handler that only notes the signal is safe wherever it runs; the interrupt is raised
-    here, once the renames are done. Off the main thread, where handlers cannot be set, the
-    signal mask is the fallback."""
+    Note [held interrupt]: blocking SIGINT with the calling thread's signal mask holds it
+    only while no other thread leaves it unblocked: a process-directed signal goes to any
+    thread that accepts it, and Python then runs the handler (a KeyboardInterrupt) in the main
+    thread at its next check, in the middle of the renames. A handler that only notes the
+    signal is safe wherever and whenever it runs; the previous handler gets the signal here,
+    once the renames are done (an ignored SIGINT, as in a shell's background job, stays
+    ignored). Off the main thread, where handlers cannot be set, the signal mask is the
+    fallback."""
 
     def __enter__(self):
         self.seen, self.mask = False, None

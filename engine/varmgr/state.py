@@ -13,14 +13,13 @@ attr); files from GE lack it and restore exactly as GE restores them.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
 from engine.core.attrs import set_attr
+from engine.core.dumpio import write_atomic
 from engine.core.errors import InputError, Loc, Problem, display_path
 from engine.proto import var_manager_pb2 as vpb
 from engine.varmgr.desc import DescCache, TensorDesc, desc_to_proto
@@ -166,20 +165,6 @@ def encode(info: vpb.VarManagerInfo, text: bool) -> bytes:
 
 def save_state(mgr: VarManager, path) -> None:
     write_atomic(path, encode(to_info(mgr), is_text_path(path)))
-
-
-def write_atomic(path, data: bytes) -> None:
-    """Write via a temporary file in the same folder, then rename: no partial files."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def load_state(path, policy=None) -> vpb.VarManagerInfo:

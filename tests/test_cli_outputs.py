@@ -280,3 +280,34 @@ def test_ctrl_c_during_the_renames_is_held_until_all_are_done(tmp_path, capsys, 
     assert len(calls) == 2 and code == 130 and err == "memconflict: interrupted\n"
     assert graph.exists() and rj.exists()        # all targets changed, not one of two
     assert leftovers(tmp_path) == []
+
+
+# ---- a binary --out is written before the reports are made (Note [spilled graphs]) --------
+def test_binary_out_is_staged_and_renamed_with_the_others(tmp_path, capsys, monkeypatch):
+    """The model's temporary file exists while the report is built (its bytes are not
+    held until the end), and the targets still appear only together."""
+    import engine.report.model as report_model
+    graph, rj = tmp_path / "g.pb", tmp_path / "r.json"
+    seen = []
+    real_build = report_model.build_report
+
+    def build(*a, **k):
+        seen.append((leftovers(tmp_path), graph.exists()))
+        return real_build(*a, **k)
+    monkeypatch.setattr(report_model, "build_report", build)
+    code, _, _ = run(RUN + ["--out", graph, "--report-json", rj, "--quiet"], capsys)
+    assert code == 0
+    (temps, target_there), = seen
+    assert len(temps) == 1 and temps[0].startswith(".g.pb.") and not target_there
+    assert graph.exists() and rj.exists() and leftovers(tmp_path) == []
+
+
+def test_a_failure_after_staging_leaves_no_temporary(tmp_path, capsys, monkeypatch):
+    import engine.report.model as report_model
+
+    def broken(*a, **k):
+        raise MemoryError
+    monkeypatch.setattr(report_model, "build_report", broken)
+    code, _, _ = run(RUN + ["--out", tmp_path / "g.pb", "--report-json", tmp_path / "r.json"], capsys)
+    assert code != 0
+    assert list(tmp_path.iterdir()) == []

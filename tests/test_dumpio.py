@@ -182,3 +182,29 @@ def test_output_index_out_of_range(tmp_path):
 def test_no_graph(tmp_path):
     msg = _err(tmp_path, "version: 1\n")
     assert "the dump holds no graph" in msg
+
+
+# ---- Note [spilled graphs] ---------------------------------------------------------------
+def test_saving_spills_a_large_graph_and_writes_the_same_bytes(tmp_path, monkeypatch):
+    """Past SPILL_BYTES a graph's pieces go to a temporary file instead of memory; the
+    file written is serialize_model's bytes, and no temporary is left beside it."""
+    model = load_model(Path(__file__).resolve().parents[1] / "examples" / "train_step.pbtxt")
+    expected = serialize_model(model)
+    monkeypatch.setattr(dumpio, "SPILL_BYTES", 2000)
+    most, spills = [0], []
+    real_add = dumpio._Held.add
+
+    def add(self, parts):
+        real_add(self, parts)
+        most[0] = max(most[0], self.in_memory)
+        if self.file is not None and self.file not in spills:
+            spills.append(self.file)
+    monkeypatch.setattr(dumpio._Held, "add", add)
+    out = tmp_path / "out.pb"
+    save_model(model, out)
+    assert out.read_bytes() == expected
+    assert spills, "the root graph is larger than SPILL_BYTES, so it must have spilled"
+    largest_op = max(len(n.op.SerializeToString()) for n in model.all_nodes())
+    assert most[0] <= 2000 + largest_op + 16      # never more than the limit and one op held
+    assert [p.name for p in tmp_path.iterdir()] == ["out.pb"]
+    assert all(f.closed for f in spills)

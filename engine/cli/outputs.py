@@ -37,9 +37,14 @@ class OutputError(Exception):
         return text
 
 
-def _write(fh, data: bytes) -> None:
-    """Write one output's bytes (a seam: the tests make it fail like a full disk)."""
-    fh.write(data)
+def _write(fh, data) -> None:
+    """Write one output's bytes, or its pieces in order (an iterable, made as it is
+    written: a model's chunks, engine.core.dumpio.model_chunks); a seam: the tests make it
+    fail like a full disk."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        fh.write(data)
+    else:
+        fh.writelines(data)
     fh.flush()
     os.fsync(fh.fileno())
 
@@ -50,6 +55,7 @@ class Outputs:
     def __init__(self) -> None:
         self._claims: dict[str, tuple[str, str]] = {}     # path as given → (flag, real target)
         self._stdout_flag: str | None = None
+        self._early: list[str] = []         # temporaries of staged outputs not yet written
 
     @property
     def uses_stdout(self) -> bool:
@@ -58,6 +64,12 @@ class Outputs:
     def text_stream(self):
         """Where a command's human-readable text goes: stderr when stdout carries an output."""
         return sys.stderr if self.uses_stdout else sys.stdout
+
+    def folder(self, path: str) -> str | None:
+        """The folder a claimed output is written in (None for standard output): where a
+        writer may keep temporary files of its own."""
+        real = self._claims[path][1]
+        return None if real == STDOUT else os.path.dirname(real) or "."
 
     def claim(self, flag: str, path: str | None) -> None:
         if path is None:
@@ -76,28 +88,63 @@ class Outputs:
                                   "give each output its own file")
         self._claims[path] = (flag, real)
 
+    def stage(self, path: str, data) -> "bytes | Staged":
+        """Write one output's temporary file now (its data need not stay in memory until
+        `write`, which renames it with the others); standard output's data is kept as bytes.
+        A command that stages calls `discard` when it ends without `write`."""
+        flag, real = self._claims[path]
+        if real == STDOUT:
+            return data if isinstance(data, (bytes, bytearray)) else b"".join(data)
+        tmp = self._write_temporary(path, real, data)
+        self._early.append(tmp)
+        return Staged(tmp)
+
+    def discard(self) -> None:
+        """Remove the temporaries of staged outputs that were never written."""
+        for tmp in self._early:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        self._early = []
+
+    def _write_temporary(self, path: str, real: str, data) -> str:
+        folder = os.path.dirname(real) or "."
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.", suffix=".tmp", dir=folder)
+        except OSError as exc:
+            raise OutputError(f"cannot write '{path}': {exc.strerror}") from None
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                _write(fh, data)
+            os.chmod(tmp, _mode_for(real))
+        except BaseException as exc:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            if isinstance(exc, OSError):
+                raise OutputError(f"cannot write '{path}': {exc.strerror or exc}") from None
+            raise
+        return tmp
+
     def write(self, outputs: list[tuple[str, bytes]]) -> None:
-        """Write every claimed output; all targets change together, or none does."""
+        """Write every claimed output; all targets change together, or none does. An
+        output's data is bytes, an iterable of them (written as it is made), or what
+        `stage` returned for it."""
         staged: list[tuple[str, str, str]] = []    # (temporary, real target, path as given)
         stdout_data: bytes | None = None
         try:
             for path, data in outputs:
                 flag, real = self._claims[path]
                 if real == STDOUT:
-                    stdout_data = data
+                    stdout_data = data if isinstance(data, (bytes, bytearray)) else b"".join(data)
                     continue
-                folder = os.path.dirname(real) or "."
-                try:
-                    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.", suffix=".tmp", dir=folder)
-                except OSError as exc:
-                    raise OutputError(f"cannot write '{path}': {exc.strerror}") from None
-                staged.append((tmp, real, path))
-                try:
-                    with os.fdopen(fd, "wb") as fh:
-                        _write(fh, data)
-                    os.chmod(tmp, _mode_for(real))
-                except OSError as exc:
-                    raise OutputError(f"cannot write '{path}': {exc.strerror or exc}") from None
+                if isinstance(data, Staged):
+                    staged.append((data.path, real, path))
+                    self._early.remove(data.path)
+                    continue
+                staged.append((self._write_temporary(path, real, data), real, path))
             # Note [renames together]: Ctrl-C is held back while the targets are renamed
             # (microseconds), so an interrupt leaves all of them or none of them changed.
             with _HeldSigint():
@@ -113,6 +160,7 @@ class Outputs:
                     os.unlink(tmp)
                 except OSError:
                     pass
+            self.discard()          # staged outputs this write did not name
         if stdout_data is not None:
             sys.stdout.flush()
             out = getattr(sys.stdout, "buffer", None)
@@ -122,6 +170,15 @@ class Outputs:
             else:
                 sys.stdout.write(stdout_data.decode("utf-8", errors="replace"))
                 sys.stdout.flush()
+
+
+class Staged:
+    """An output whose temporary file `stage` has written."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str):
+        self.path = path
 
 
 class _HeldSigint:

@@ -109,7 +109,7 @@ def cmd_run(args) -> int:
     if args.html:
         raise InputError(Problem(Loc("--html"), "--html writes into --out-dir", "add --out-dir DIR, or give --report-html FILE"))
     args.graph = args.graphs[0]
-    from engine.core.dumpio import model_to_text, serialize_model, is_binary_path
+    from engine.core.dumpio import model_chunks, model_to_text, serialize_model, is_binary_path
     from engine.cli.outputs import Outputs
     from engine.report.model import build_report, report_json
     from engine.report.text import Progress, summary_text
@@ -152,29 +152,34 @@ def cmd_run(args) -> int:
             findings.write_failure(files, args, exc)
             return 1
         progress.stage("writing outputs")
-        outputs: list[tuple[str, bytes]] = []
-        if var:
-            outputs.append((args.var_state, var.encoded()))
-        if args.out:
-            data = serialize_model(ctx.model)
-            outputs.append((args.out, data if is_binary_path(args.out) else model_to_text(data)))
-        report = build_report(ctx, display_path(args.graph), before)
-        runtime = runtime_section(args, ctx, report)
-        if ctx.budgets:
-            from engine.report.whynot import budget_report, budget_section
-            report["budgets"] = budget_report(ctx)
-            report["sections"].append(budget_section(report["budgets"]))
-        if probe is not None:
-            from engine.report.whynot import near_miss_section, near_misses
-            report["near_misses"] = near_misses(ctx, probe)
-            report["sections"].append(near_miss_section(report["near_misses"]))
-        if args.report_json:
-            outputs.append((args.report_json, report_json(report)))
-        if args.report_html:
-            from engine.report.html import render_html
-            outputs.append((args.report_html, render_html(report, ctx, args.times).encode()))
-        outputs += findings.outputs(args, ctx, report)
-        weights.write(files, outputs)
+        try:
+            outputs: list[tuple[str, bytes]] = []
+            if var:
+                outputs.append((args.var_state, var.encoded()))
+            if args.out:
+                if is_binary_path(args.out):        # written now, not held (Note [spilled graphs])
+                    outputs.append((args.out, files.stage(args.out, model_chunks(ctx.model, files.folder(args.out)))))
+                else:
+                    outputs.append((args.out, model_to_text(serialize_model(ctx.model))))
+            report = build_report(ctx, display_path(args.graph), before)
+            runtime = runtime_section(args, ctx, report)
+            if ctx.budgets:
+                from engine.report.whynot import budget_report, budget_section
+                report["budgets"] = budget_report(ctx)
+                report["sections"].append(budget_section(report["budgets"]))
+            if probe is not None:
+                from engine.report.whynot import near_miss_section, near_misses
+                report["near_misses"] = near_misses(ctx, probe)
+                report["sections"].append(near_miss_section(report["near_misses"]))
+            if args.report_json:
+                outputs.append((args.report_json, report_json(report)))
+            if args.report_html:
+                from engine.report.html import render_html
+                outputs.append((args.report_html, render_html(report, ctx, args.times).encode()))
+            outputs += findings.outputs(args, ctx, report)
+            weights.write(files, outputs)
+        finally:
+            files.discard()         # a staged output is not left behind by a failure before the write
     if not args.quiet:
         print(summary_text(ctx, display_path(args.graph), args.min_severity), file=files.text_stream())
         if weights.summary():
@@ -277,7 +282,7 @@ def _why_not(args) -> int:
 
 
 def cmd_convert(args) -> int:
-    from engine.core.dumpio import is_binary_path, model_to_text, serialize_model
+    from engine.core.dumpio import is_binary_path, model_chunks, model_to_text, serialize_model
     from engine.cli.outputs import Outputs
     from engine.passes.catalog import load_pack
     from engine.core.yamlgraph import model_to_yaml
@@ -292,10 +297,10 @@ def cmd_convert(args) -> int:
     if Path(args.output).suffix.lower() in YAML_SUFFIXES:
         text, dropped = model_to_yaml(model)
         data = text.encode()
+    elif is_binary_path(args.output):
+        data = model_chunks(model, files.folder(args.output))     # written as made (Note [spilled graphs])
     else:
-        data = serialize_model(model)
-        if not is_binary_path(args.output):
-            data = model_to_text(data)
+        data = model_to_text(serialize_model(model))
     files.write([(args.output, data)])
     for d in dropped:
         sys.stderr.write(f"memconflict: note: not expressible in YAML, dropped: {d}\n")

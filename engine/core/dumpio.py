@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
@@ -185,6 +186,11 @@ def _build_model(proto: pb.ModelDef, file: str) -> Model:
     return model
 
 
+# an entry's index text → index, for the indices nearly every entry has (others are parsed)
+_INDEX_TEXT = {str(i): i for i in range(256)}
+_INDEX_TEXT["-1"] = -1
+
+
 def _parse_index(text: str) -> int:
     """strtol semantics: leading optional sign and digits; garbage → 0."""
     m = re.match(r"\s*([+-]?\d+)", text)
@@ -206,34 +212,42 @@ def _build_edges(g: Graph, model: Model, problems: list[Problem]) -> None:
     pending_ctrl: dict = {}     # src node → [(key, seq, dst node)]
     seq = 0                     # GE's cur_index
     by_name = g.by_name
+    index_of = _INDEX_TEXT.get
     for n in g.node_list():
         op = n.op
         peer_idx = None
         attrs = op.attr
+        entries = list(op.input)
         if PEER_INDEX_ATTR in attrs:
             vals = list(attrs[PEER_INDEX_ATTR].list.i)
             del attrs[PEER_INDEX_ATTR]
             model.emit_peer_index = True
-            if len(vals) == len(op.input):
+            if len(vals) == len(entries):
                 peer_idx = vals
         slot = 0
-        for k, entry in enumerate(op.input):
-            if ":" not in entry:
+        ins = n.ins
+        for k, entry in enumerate(entries):
+            src_name, colon, idx_text = entry.rpartition(":")
+            if not colon:
                 slot += 1               # unconnected slot ("" in dumps)
                 continue
             seq += 1
-            key = peer_idx[k] if peer_idx is not None and peer_idx[k] >= 0 else seq
-            src_name, _, idx_text = entry.rpartition(":")
-            if idx_text.isdigit() and idx_text.isascii():
-                idx = int(idx_text)         # the common case, without _parse_index's regex
-            elif idx_text == "-1":
-                idx = -1
+            if peer_idx is None:
+                key = seq
             else:
-                idx = _parse_index(idx_text)
-            if idx < -1:
-                problems.append(Problem(Loc(file), f"node '{n.name}' in graph '{g.name}': bad input '{entry}'",
-                                        "inputs are 'src:out_index' or 'src:-1' for control edges"))
-                continue
+                key = peer_idx[k]
+                if key < 0:
+                    key = seq
+            idx = index_of(idx_text)    # the common case, without _parse_index's regex
+            if idx is None:
+                if idx_text.isdigit() and idx_text.isascii():
+                    idx = int(idx_text)
+                else:
+                    idx = _parse_index(idx_text)
+                if idx < -1:
+                    problems.append(Problem(Loc(file), f"node '{n.name}' in graph '{g.name}': bad input '{entry}'",
+                                            "inputs are 'src:out_index' or 'src:-1' for control edges"))
+                    continue
             src = by_name.get(src_name)
             if src is None:
                 problems.append(Problem(Loc(file), f"node '{n.name}' in graph '{g.name}': input '{entry}' names no node of this graph",
@@ -249,21 +263,21 @@ def _build_edges(g: Graph, model: Model, problems: list[Problem]) -> None:
                     n.in_ctrl.append(src)
                     pending_ctrl.setdefault(src, []).append((key, seq, n))
                 continue
-            if idx >= len(src.outs):
+            outs = src.outs
+            if idx >= len(outs):
                 problems.append(Problem(Loc(file), f"node '{n.name}' in graph '{g.name}': input '{entry}' uses output {idx} "
-                                                   f"but '{src_name}' has {len(src.outs)} output(s)",
+                                                   f"but '{src_name}' has {len(outs)} output(s)",
                                         "an output index must be below the producer's output_desc count"))
                 slot += 1
                 continue
-            ins = n.ins
             if slot >= len(ins):
                 n.ensure_inputs(slot + 1)
-            edge = (key, seq, ins[slot])
-            dsts = pending.get(src.outs[idx])
+            o = outs[idx]
+            dsts = pending.get(o)
             if dsts is None:
-                pending[src.outs[idx]] = [edge]
+                pending[o] = [(key, seq, ins[slot])]
             else:
-                dsts.append(edge)
+                dsts.append((key, seq, ins[slot]))
             slot += 1
     # Note [edge sort]: `seq` is unique within a graph, so sorting the (key, seq, dst)
     # tuples themselves orders by (key, seq) and never compares two destinations; each
@@ -412,13 +426,19 @@ def _rewrite_inputs(n: Node, positions: _Positions | None) -> None:
 
 def serialize_model(model: Model) -> bytes:
     """Canonical binary ModelDef of the current graph state."""
-    return b"".join(_model_parts(model))
+    return b"".join(model_chunks(model))
 
 
-def _model_parts(model: Model) -> list[bytes]:
-    """serialize_model's bytes in pieces. Note [one copy]: every op's bytes are kept as
-    they are serialized and joined once (or written one by one: save_model); framing each
-    graph by joining its ops first held the whole output three times at the peak."""
+def model_chunks(model: Model, spill_dir: str | Path | None = None) -> Iterator[bytes]:
+    """serialize_model's bytes in order, in pieces, made as they are asked for.
+
+    Note [one copy]: every op's bytes are kept as they are serialized and joined once (or
+    written one by one); framing each graph by joining its ops first held the whole
+    output three times at the peak. Note [spilled graphs]: a graph's length comes before
+    its ops, so a graph's pieces are held until its last op; with `spill_dir`, pieces
+    beyond SPILL_BYTES go to an unnamed temporary file there and are read back in order,
+    so writing a file (save_model, the command line's outputs) never holds the output in
+    memory (a 1M-node dump is ~1 GB of it)."""
     proto = model.proto
     head = pb.ModelDef(name=proto.name, version=proto.version, custom_version=proto.custom_version)
     tail = pb.ModelDef()
@@ -426,21 +446,67 @@ def _model_parts(model: Model) -> list[bytes]:
         tail.attr[k].CopyFrom(proto.attr[k])
     if proto.HasField("attr_groups"):
         tail.attr_groups.CopyFrom(proto.attr_groups)
-    parts = [head.SerializeToString(deterministic=True)]
+    yield head.SerializeToString(deterministic=True)
     for g in model.graph_order:
-        graph_parts = _serialize_graph(g, model.emit_peer_index)
-        parts += (_GRAPH_TAG, _varint(sum(map(len, graph_parts))))
-        parts += graph_parts
-        del graph_parts
-    parts.append(tail.SerializeToString(deterministic=True))
-    return parts
+        held = _Held(spill_dir)
+        _serialize_graph(g, model.emit_peer_index, held)
+        yield _GRAPH_TAG
+        yield _varint(held.size)
+        yield from held.drain()
+    yield tail.SerializeToString(deterministic=True)
+
+
+SPILL_BYTES = 16 << 20      # Note [spilled graphs]: what a graph holds in memory before spilling
+_READ_BACK = 1 << 20
+
+
+class _Held:
+    """A graph's pieces until its length is known: in memory, then (with a folder to
+    spill to) in an unnamed temporary file once they pass SPILL_BYTES."""
+
+    __slots__ = ("parts", "size", "in_memory", "folder", "file")
+
+    def __init__(self, folder: str | Path | None):
+        self.parts: list[bytes] = []
+        self.size = self.in_memory = 0
+        self.folder = folder
+        self.file = None
+
+    def add(self, parts: tuple | list) -> None:
+        self.parts += parts
+        n = sum(map(len, parts))
+        self.size += n
+        self.in_memory += n
+        if self.folder is not None and self.in_memory > SPILL_BYTES:
+            if self.file is None:
+                self.file = tempfile.TemporaryFile(dir=self.folder)
+            self.file.writelines(self.parts)
+            self.parts = []
+            self.in_memory = 0
+
+    def drain(self) -> Iterator[bytes]:
+        f = self.file
+        if f is None:
+            yield from self.parts
+            return
+        try:
+            f.writelines(self.parts)
+            self.parts = []
+            f.seek(0)
+            while True:
+                chunk = f.read(_READ_BACK)
+                if not chunk:
+                    break
+                yield chunk
+        finally:
+            f.close()
 
 
 _GRAPH_TAG = _varint((7 << 3) | 2)  # ModelDef.graph
 
 
-def _serialize_graph(g: Graph, emit_peer_index: bool) -> list[bytes]:
-    """The GraphDef's encoding, in pieces (to be joined)."""
+def _serialize_graph(g: Graph, emit_peer_index: bool, out: _Held) -> None:
+    """The GraphDef's encoding, in pieces added to `out` in order."""
     gd = g.proto
     head = pb.GraphDef(name=gd.name)
     head.input.extend(gd.input)
@@ -450,36 +516,39 @@ def _serialize_graph(g: Graph, emit_peer_index: bool) -> list[bytes]:
         tail.attr[k].CopyFrom(gd.attr[k])
     if gd.HasField("attr_groups"):
         tail.attr_groups.CopyFrom(gd.attr_groups)
-    parts = [head.SerializeToString(deterministic=True)]
+    add = out.add
+    add((head.SerializeToString(deterministic=True),))
     positions = _Positions() if emit_peer_index else None
     for n in g.node_list():
         if n.dirty or emit_peer_index:
             _rewrite_inputs(n, positions)
         payload = n.op.SerializeToString(deterministic=True)
-        parts += (_OP_TAG, _length(len(payload)), payload)
-    parts.append(tail.SerializeToString(deterministic=True))
-    return parts
+        add((_OP_TAG, _length(len(payload)), payload))
+    add((tail.SerializeToString(deterministic=True),))
 
 
 def save_model(model: Model, path: str | Path) -> None:
     """Write the model as binary (.pb) or GE text; atomically (no partial file)."""
     if is_binary_path(path):
-        write_atomic(path, _model_parts(model))
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, model_chunks(model, path.parent))
     else:
         write_atomic(path, model_to_text(serialize_model(model)))
 
 
-def write_atomic(path: str | Path, data: bytes | list[bytes]) -> None:
-    """Write `data` (bytes, or pieces written in order) to `path` through a temporary file."""
+def write_atomic(path: str | Path, data: bytes | Iterable[bytes]) -> None:
+    """Write `data` (bytes, or pieces written in order: a list, or made as they are
+    written) to `path` through a temporary file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            if isinstance(data, list):
-                fh.writelines(data)
-            else:
+            if isinstance(data, (bytes, bytearray, memoryview)):
                 fh.write(data)
+            else:
+                fh.writelines(data)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)

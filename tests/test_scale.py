@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.gen_graph import make_model
 from engine.core import graph as graph_mod
-from engine.core.dumpio import PEER_INDEX_ATTR, build_model, parse_binary, read_modeldef, serialize_model
+from engine.core.dumpio import PEER_INDEX_ATTR, build_model, load_model, parse_binary, read_modeldef, serialize_model
 from engine.core.graph import InAnchor, Node
 from engine.passes.context import RunContext
 from engine.passes.manager import check_graph, resolve_passes, run_passes
@@ -18,6 +18,7 @@ from harness import ROOT, ge_dumps, needs_ge_dumps, shared_pack
 
 EXAMPLE = ROOT / "examples" / "train_step.pbtxt"
 DUMPS = sorted(ge_dumps().glob("*.txt"))
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _with_peer_index(proto: pb.ModelDef) -> bytes:
@@ -302,3 +303,19 @@ def test_generated_hub_controls_the_share_asked_for():
     hub = model.root.find("init_barrier")
     assert model.root.head is hub and len(hub.out_ctrl) == 800
     assert [n.id for n in model.root.nodes()] == list(range(model.root.count))
+
+
+def test_ops_the_passes_add_live_in_the_models_op_memory():
+    """Note [op memory]: the nodes the pipeline inserts on the example have their ops made
+    inside the model's holder message, not each in memory of its own."""
+    model = load_model(ROOT / "examples" / "train_step.pbtxt")
+    loaded = {n for n in model.all_nodes()}
+    pack = shared_pack()
+    ctx = RunContext(pack, model, {})
+    check_graph(ctx)
+    run_passes(ctx, resolve_passes(pack, None, {}))
+    added = [n for n in model.all_nodes() if n not in loaded]
+    assert len(added) >= 5
+    held = list(model._ops.op)
+    inside = [n for n in added if any(n.op is op for op in held)]
+    assert inside == added

@@ -337,6 +337,21 @@ class Model:
         # (kind, text) notes of the reading: attributes derived as GE derives them, port
         # names taken from the pack, ops imported without GE's IR (engine/core/importers)
         self.notes: list[tuple[str, str]] = []
+        self._ops: pb.GraphDef | None = None      # Note [op memory]
+
+    def new_op(self, name: str, type_: str) -> pb.OpDef:
+        """A new, empty OpDef for a node the passes add to this model.
+
+        Note [op memory]: a message made on its own gets memory of its own, ~5 KB for an
+        op with two descriptors, where the same op inside another message takes ~2.2 KB
+        (measured with upb: 10k such ops, 54 MB against 22 MB). The passes add ~12k ops
+        to a 100k-node graph, so they are made as elements of one holder message the
+        model keeps (never serialized: saving writes each node's op). An op whose node is
+        removed stays in the holder until the model goes."""
+        holder = self._ops
+        if holder is None:
+            holder = self._ops = pb.GraphDef()
+        return holder.op.add(name=name, type=type_)
 
     def add_graph(self, g: Graph) -> None:
         self.graphs[g.name] = g

@@ -8,7 +8,7 @@ from __future__ import annotations
 import heapq
 from typing import Callable, Iterable
 
-from engine.core.graph import Graph, InAnchor, Node, OutAnchor, write_port_names
+from engine.core.graph import Graph, InAnchor, Model, Node, OutAnchor, write_port_names
 from engine.proto import ge_ir_pb2 as pb
 
 
@@ -119,9 +119,11 @@ def connected(a: Node, b: Node) -> bool:
 
 # ---- node creation --------------------------------------------------------
 def make_op(name: str, type_: str, inputs: list[pb.TensorDescriptor], outputs: list[pb.TensorDescriptor],
-            in_names: list[str] | None = None, out_names: list[str] | None = None) -> pb.OpDef:
-    """A new OpDef: one input/output per descriptor (copied), ports named when names are given."""
-    op = pb.OpDef(name=name, type=type_)
+            in_names: list[str] | None = None, out_names: list[str] | None = None, *,
+            model: Model | None = None) -> pb.OpDef:
+    """A new OpDef: one input/output per descriptor (copied), ports named when names are
+    given; made in `model`'s op memory when it is given (Model.new_op)."""
+    op = pb.OpDef(name=name, type=type_) if model is None else model.new_op(name, type_)
     for td in inputs:
         op.input_desc.add().CopyFrom(td)
     for td in outputs:

@@ -124,7 +124,7 @@ def build_op(ctx, spec: InsertSpec, graph: Graph, descs: list[pb.TensorDescripto
     fields.setdefault("src", src.name if src is not None else "")
     keep, drop = spec.keep_desc_attrs, spec.drop_desc_attrs
     op = make_op(_unique_name(ctx, spec, graph, fields), spec.type, [clean_desc(d, keep, drop) for d in descs],
-                 [clean_desc(d, keep, drop) for d in out_descs], in_names, out_names)
+                 [clean_desc(d, keep, drop) for d in out_descs], in_names, out_names, model=graph.model)
     for key, value in spec.set_attrs:
         set_attr(op.attr, key, value)
     if src is not None:

@@ -40,7 +40,6 @@ from engine.pack.model import Pack
 from engine.pack.loader import parse_rule_expr, register_rule_id
 from engine.dsl.library import bound_functions
 from engine.core.attrs import attr_value, set_attr, typed_attr
-from engine.proto import ge_ir_pb2 as pb
 from engine.dsl.queries import QUERY_PRIMITIVES
 from engine.core.schema import Reader
 from engine.core.yamlloc import span_of
@@ -405,7 +404,7 @@ class AtomicPass:
             name = self.cfg.names[kind].format(prefix=prefix, base=op_spec.name, session=session, n=n, index=index)
             if name not in g.by_name:
                 break
-        op = pb.OpDef(name=name, type=op_spec.type)
+        op = g.model.new_op(name, op_spec.type)      # Note [op memory] in engine/core/graph.py
         for key, value in op_spec.attrs:
             set_attr(op.attr, key, value)
         if session:

@@ -161,7 +161,7 @@ def _chain_facts(var: Node, chain, policy: VarPolicy) -> dict:
 
 def _ref_op(var: Node, name: str, policy: VarPolicy):
     desc = var.op.output_desc[0] if var.op.output_desc else None
-    op = make_op(name, var.type, [desc] if desc else [], [desc] if desc else [])
+    op = make_op(name, var.type, [desc] if desc else [], [desc] if desc else [], model=var.graph.model)
     set_attr(op.attr, policy.attrs.ref_var_src_var_name, var.name)
     return op
 
@@ -211,7 +211,7 @@ def _identity_before(peer, w: Node, policy: VarPolicy, changes: list[Change]) ->
     src = peer.peer
     name = policy.node_names.identity.format(writer=w.name, node=peer.node.name, index=peer.idx)
     td = src.node.op.output_desc[src.idx] if src.idx < len(src.node.op.output_desc) else None
-    op = make_op(name, one(policy.op_types.identity), [td] if td else [], [td] if td else [])
+    op = make_op(name, one(policy.op_types.identity), [td] if td else [], [td] if td else [], model=w.graph.model)
     ident = insert_before(peer, op, keep_ctrl=lambda n: True)
     changes.append(Change("inserted", ident.name, ident.type, w.graph.name, RULE_IDENTITY,
                           {"before": peer.node.name, "writer": w.name}))
@@ -226,7 +226,7 @@ def insert_variable_ref(n: Node, i: int, var: Node, policy: VarPolicy, changes: 
     td = n.op.input_desc[i]
     names = policy.node_names
     bridge = make_op(names.ref_identity.format(src=src.node.name, src_index=src.idx, node=n.name, index=i),
-                     one(policy.op_types.ref_identity), [td], [td])
+                     one(policy.op_types.ref_identity), [td], [td], model=n.graph.model)
     ref_op = _ref_op(var, names.ref.format(var=var.name, node=n.name, index=i), policy)
     peers = [p.node for o in n.outs for p in o.peers] + list(n.out_ctrl)
     ident = new_node(n.graph, bridge, src.node)

@@ -60,8 +60,15 @@ def check_graph(ctx: RunContext) -> None:
         loop_edge = comp.function(spec.loop_back_edge_from, ("node",))
     ctx.model.loop_back_source = loop_edge
     problems = []
-    for g in ctx.model.graph_order:
-        cycle = find_cycle(g, (lambda a, b: loop_edge(a)) if loop_edge else (lambda a, b: False))
+    gc_was = gc.isenabled()
+    gc.disable()        # Note [gc]: the cycle search keeps a list per node; collections over them grew as N^1.4
+    try:
+        cycles = [(g, find_cycle(g, (lambda a, b: loop_edge(a)) if loop_edge else (lambda a, b: False)))
+                  for g in ctx.model.graph_order]
+    finally:
+        if gc_was:
+            gc.enable()
+    for g, cycle in cycles:
         if cycle:
             names = ", ".join(n.name for n in cycle[:6]) + (" ..." if len(cycle) > 6 else "")
             problems.append(Problem(Loc(ctx.model.source), f"graph '{g.name}' has a cycle outside loops through: {names}",

@@ -50,30 +50,21 @@ def _fresh_plan(ctx):
     (output and input offsets, output sizes), so the run's output does not change.
 
     Note [plan in place]: copying the model (serialize, parse, build) costs 1.5x the placement
-    itself; the fields AssignVarMemory writes are few, so they are saved and restored instead.
+    itself; the fields AssignVarMemory writes are few, so the placement journals them and
+    puts them back (Note [placement journal] in engine/varmgr/placement.py).
     """
     from engine.varmgr.manager import VarManagerPool
-    from engine.varmgr.placement import plan_graph
+    from engine.varmgr.placement import plan_graph_and_undo
     from engine.varmgr.records import VarError
     from engine.varmgr.session import open_session
     cfg = ctx.pack.configs.get("var_policy")
     if cfg is None:
         return None, "the pack has no variable policy"
-    saved = [(n.op, list(n.op.output_i), list(n.op.input_i), [td.size for td in n.op.output_desc])
-             for n in ctx.model.all_nodes()]
     try:
         vm = open_session(VarManagerPool(cfg.policy), None, None, dict(ctx.options), None)
-        return plan_graph(ctx.model, vm, 0), None
+        return plan_graph_and_undo(ctx.model, vm, 0), None
     except VarError as exc:
         return None, f"placement failed: {exc.message}"
-    finally:
-        for op, outs, ins, sizes in saved:
-            for field, old in ((op.output_i, outs), (op.input_i, ins)):
-                if list(field) != old:
-                    del field[:]
-                    field.extend(old)
-            for td, size in zip(op.output_desc, sizes):
-                td.size = size
 
 
 def variable_sections(report: dict) -> list[dict]:

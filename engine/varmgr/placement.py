@@ -7,6 +7,7 @@ AssignMemory2HasRefAttrNode on one model in one session, writes output offsets
 from __future__ import annotations
 
 import gc
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -19,6 +20,51 @@ from engine.varmgr.nodes import is_ref_node, node_var_size, output_desc, reader_
 from engine.varmgr.records import BroadcastInfo, Status, VarError
 
 MAX_RECURSION = 16        # kVarMemMaxRecursion
+
+
+class Journal:
+    """The fields a placement writes, as they were, to put back afterwards.
+
+    Note [placement journal]: the run report places the graph once more to show planned
+    addresses, then restores the graph (engine/report/varlinks.py). The placement writes
+    three fields of few nodes (output offsets, input offsets of broadcasts, the output
+    sizes of placed nodes), so each node is saved the first time one of them is about to
+    be written, instead of saving and comparing every node of the graph (most of the
+    report's cost at 10^5 nodes)."""
+
+    __slots__ = ("saved",)
+
+    def __init__(self) -> None:
+        self.saved: dict[int, tuple] = {}        # id(op) → (op, output_i, input_i, output sizes)
+
+    def note(self, node: Node) -> None:
+        op = node.op
+        if id(op) not in self.saved:
+            self.saved[id(op)] = (op, list(op.output_i), list(op.input_i), [td.size for td in op.output_desc])
+
+    def restore(self) -> None:
+        for op, outs, ins, sizes in self.saved.values():
+            for field, old in ((op.output_i, outs), (op.input_i, ins)):
+                if list(field) != old:
+                    del field[:]
+                    field.extend(old)
+            for td, size in zip(op.output_desc, sizes):
+                td.size = size
+        self.saved.clear()
+
+
+_JOURNAL: ContextVar[Journal | None] = ContextVar("placement_journal", default=None)
+
+
+def plan_graph_and_undo(model: Model, mgr: VarManager, graph_id: int) -> GraphPlan:
+    """plan_graph, with every field it wrote put back as it was (Note [placement journal])."""
+    journal = Journal()
+    token = _JOURNAL.set(journal)
+    try:
+        return plan_graph(model, mgr, graph_id)
+    finally:
+        _JOURNAL.reset(token)
+        journal.restore()
 
 
 class PlanEntry(NamedTuple):
@@ -138,6 +184,7 @@ def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
     out: list[PlanEntry] = []
     append = out.append
     reader = reader_for(policy)
+    journal = _JOURNAL.get()
     cache = DescCache(policy.attrs.init_value)
     read_desc, sized = cache.read, cache.with_size
     addr_map = res.var_addr_mgr_map
@@ -153,6 +200,8 @@ def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
         is_ref, name, mem_type = reader.head(node)
         if is_ref:
             continue
+        if journal is not None:
+            journal.note(node)
         op = node.op
         out_descs = op.output_desc
         if not out_descs:
@@ -276,6 +325,9 @@ def _offsets(node: Node):
     assigner gave every node an offset list; a dump taken earlier has none, so we
     start from zeros instead of failing with "Output_list is empty".
     """
+    journal = _JOURNAL.get()
+    if journal is not None:
+        journal.note(node)      # every write outside assign_static_memory goes through here
     op = node.op
     if not op.output_i and op.output_desc:
         op.output_i.extend([0] * len(op.output_desc))

@@ -82,3 +82,30 @@ def test_a_run_without_a_report_does_not_place_the_graph(tmp_path, monkeypatch):
     assert main(["run", str(CASE), "--passes", "variable_prepare", "--quiet", "--out", str(tmp_path / "o.pbtxt")]) == 0
     # with a report it does place (the stand-in fails: exit 4, internal error)
     assert main(["run", str(CASE), "--passes", "variable_prepare", "--quiet", "--report-json", str(tmp_path / "r.json")]) == 4
+
+
+def test_the_fresh_placement_saves_only_the_nodes_it_writes(monkeypatch):
+    """Note [placement journal]: on the shipped training step the placement journals the
+    nodes whose offsets or sizes it writes, not the whole graph, and still restores them."""
+    from engine.core.dumpio import serialize_model
+    from engine.core.io import load_graph
+    from engine.passes.catalog import load_pack
+    from engine.passes.context import RunContext
+    from engine.report.varlinks import _fresh_plan
+    from engine.varmgr import placement
+    pack = load_pack(None)
+    model, _ = load_graph(str(Path(__file__).resolve().parents[2] / "examples" / "train_step.pbtxt"), pack)
+    before = serialize_model(model)
+    journaled = []
+    real = placement.Journal.restore
+
+    def restore(self):
+        journaled.append({op.name for op, *_ in self.saved.values()})
+        real(self)
+    monkeypatch.setattr(placement.Journal, "restore", restore)
+    plan, why = _fresh_plan(RunContext(pack, model, {}))
+    assert why is None and plan.entries
+    (saved,) = journaled
+    assert {e.node for e in plan.entries} <= saved          # every placed node was saved first
+    assert len(saved) < model.node_count() / 2
+    assert serialize_model(model) == before

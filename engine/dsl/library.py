@@ -31,6 +31,7 @@ class PrimSpec:
     effects: str = ""                 # one of EFFECTS
     template: tuple | None = None     # a pack-defined function: (params, body)
     by_key: tuple = ()                # (key, result type): the result when argument 2 is that literal key
+    memo: bool = False                # a pack-defined function with `memo: true`
 
     def __post_init__(self):
         if self.effects not in EFFECTS:
@@ -51,7 +52,7 @@ class PrimSpec:
 
     def primitive(self, fn: Callable) -> Primitive:
         return Primitive(self.name, fn, self.arity, self.doc, self.signature, self.effects, self.template,
-                         self.instances)
+                         self.instances, self.memo)
 
 
 # ---- the registry ---------------------------------------------------------------------------

@@ -507,6 +507,13 @@ class LayoutPass:
         never lead to a check. Note [pair pruning]: a symbol with thousands of plain
         readers would otherwise cost O(k²) predicate calls for nothing."""
         marks = self.marks
+        if len(anchors) == 2:
+            # most symbols are one output and its one consumer: the general case below yields
+            # (0, 1) exactly when the two mark lists pair, whether they are one bucket or two
+            ka, kb = tuple(marks.get(anchors[0], ())), tuple(marks.get(anchors[1], ()))
+            if self._active(ka, kb) or self._active(kb, ka):
+                yield 0, 1
+            return
         keys = [tuple(marks.get(a, ())) for a in anchors]
         buckets: dict[tuple, list[int]] = {}
         for i, k in enumerate(keys):

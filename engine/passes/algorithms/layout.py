@@ -466,19 +466,20 @@ class LayoutPass:
         if any(level):
             # the marks in order: node-level ones that hold, per-anchor conditions in place
             items = [(attr, f) for attr, k, f in seq if f is not None or level[k]]
+            fixed = all(f is None for _, f in items)
         else:
-            items = per_anchor          # no node-level condition holds
+            items, fixed = per_anchor, not per_anchor       # no node-level condition holds
         if not items:
             for a in anchors:
                 marks[a] = [default]
-        elif len(items) == 1 and items[0][1] is not None:
-            attr, f = items[0]
-            for a in anchors:
-                marks[a] = [attr] if f(node, a, g) else [default]
-        elif all(f is None for _, f in items):
+        elif fixed:
             out = [attr for attr, _ in items]
             for a in anchors:
                 marks[a] = list(out)
+        elif len(items) == 1:
+            attr, f = items[0]
+            for a in anchors:
+                marks[a] = [attr] if f(node, a, g) else [default]
         else:
             for a in anchors:
                 marks[a] = [attr for attr, f in items if f is None or f(node, a, g)] or [default]

@@ -138,7 +138,7 @@ class Compiler:
                 self.errors.error(e.loc, f"'{e.fn}' takes {want} argument(s), got {len(args)}",
                                   prim.doc or f"see the primitive '{e.fn}'")
             elif prim.template is not None:
-                inline = self._inline(e, prim, names)
+                inline = self._inline(e, prim, names, args)
                 if inline is not None:
                     return inline
             return f"f_{e.fn}({', '.join(args)})"
@@ -201,7 +201,7 @@ class Compiler:
             return f"[{v} for {v} in ({seq} or ()) if {body}]"
         raise AssertionError(f"unhandled expression {type(e).__name__}")
 
-    def _inline(self, e: Call, prim: Primitive, names) -> str | None:
+    def _inline(self, e: Call, prim: Primitive, names, args: list[str]) -> str | None:
         """The body of the pack function `e` calls, in place of the call, or None when it
         must stay a call (Note [inline pack functions])."""
         params, body = prim.template
@@ -216,7 +216,7 @@ class Compiler:
         if recursive:
             return None
         subst, read = {}, set()
-        for p, a in zip(params, e.args):
+        for p, a, a_src in zip(params, e.args, args):
             while isinstance(a, Paren):
                 a = a.inner
             if isinstance(a, Var):
@@ -228,7 +228,7 @@ class Compiler:
             elif isinstance(a, Const):
                 src = f"({a.value!r})"
             elif len(params) == 1 and not calls and _read_once(body, p):
-                src = f"({self._py(a, names)})"     # evaluated once, as the call's argument was
+                src = f"({a_src})"      # evaluated once, as the call's argument was (compiled already)
             else:
                 return None
             subst[p] = src

@@ -402,11 +402,16 @@ class LayoutPass:
         if not targets:
             return
         surgery.topo_sort_model(self.ctx.model)
+        inserted = len(self.ctx.insertions)
         if self.cfg.ctrl is not None:
             ctrl = CtrlNodeConflict(self)
             for g in targets:
                 ctrl.solve(g)
-        surgery.topo_sort_model(self.ctx.model)
+        # Note [sorted already]: CtrlNodeConflict edits the graph only by inserting, and records
+        # each insertion; with none the model is as the first sort left it (sorted, numbered),
+        # where a second sort changes nothing
+        if len(self.ctx.insertions) != inserted:
+            surgery.topo_sort_model(self.ctx.model)
         for g in targets:
             self.process(g)
 

@@ -10,7 +10,7 @@ from engine.core.errors import Collector, InputError, Loc, Problem, did_you_mean
 from engine.core.graph import Node
 from engine.dsl.types import FIELD_TYPES, check_expr
 from engine.dsl.ast import (Binary, Call, Comprehension, Cond, Const, Expr, Field, Index, IsClass, Let,
-    ListLit, Paren, Quant, Unary, Var, walk)
+    ListLit, Paren, Quant, Unary, Var, children, walk)
 
 
 # ---- compiling ----------------------------------------------------------------
@@ -39,6 +39,7 @@ class Primitive:
     effects: str = ""               # "" | "fails" | "edits"
     template: tuple | None = None   # pack-defined function: (params, body), type-checked per call
     instances: dict = field(default_factory=dict, compare=False)
+    memo: bool = False              # pack-defined with `memo: true` (never inlined)
 
 
 class Compiler:
@@ -48,6 +49,8 @@ class Compiler:
         self.scope = scope
         self.errors = errors
         self._ns: dict[str, Any] | None = None
+        self._inlining: list[str] = []      # pack functions being inlined (Note [inline pack functions])
+        self._facts: dict[str, tuple] = {}  # pack function → (recursive, names its body binds, calls anything)
 
     def check(self, e: Expr, bound: tuple[str, ...] | dict = (), expect: str | None = None,
               what: str = "this value", edits: bool = False, define_as: str | None = None,
@@ -115,8 +118,8 @@ class Compiler:
         if isinstance(e, Const):
             return repr(e.value)
         if isinstance(e, Var):
-            if e.name in names:
-                return "v_" + e.name
+            if e.name in names:     # a set of names (read as v_<name>), or name → Python expression
+                return names[e.name] if isinstance(names, dict) else "v_" + e.name
             if e.name in self.scope.constants:
                 return repr(self.scope.constants[e.name])
             self.errors.error(e.loc, f"unknown name '{e.name}'",
@@ -134,6 +137,10 @@ class Compiler:
                 want = str(lo) if lo == hi else f"{lo} to {hi}"
                 self.errors.error(e.loc, f"'{e.fn}' takes {want} argument(s), got {len(args)}",
                                   prim.doc or f"see the primitive '{e.fn}'")
+            elif prim.template is not None:
+                inline = self._inline(e, prim, names, args)
+                if inline is not None:
+                    return inline
             return f"f_{e.fn}({', '.join(args)})"
         if isinstance(e, Field):
             if e.name not in FIELDS:
@@ -176,16 +183,16 @@ class Compiler:
             return "(" + "".join(py(i, names) + ", " for i in e.items) + ")"
         if isinstance(e, Comprehension):
             seq = py(e.seq, names)
-            inner = names | {e.var}
+            inner = _bind(names, e.var)
             cond = f" if {py(e.cond, inner)}" if e.cond is not None else ""
             return f"[{py(e.item, inner)} for v_{e.var} in ({seq} or ()){cond}]"
         if isinstance(e, Let):
             value = py(e.value, names)
-            body = py(e.body, names | {e.var})
+            body = py(e.body, _bind(names, e.var))
             return f"(lambda v_{e.var}: {body})({value})"
         if isinstance(e, Quant):
             seq = py(e.seq, names)
-            body = py(e.body, names | {e.var})
+            body = py(e.body, _bind(names, e.var))
             v = "v_" + e.var
             if e.kind == "any":
                 return f"any({body} for {v} in ({seq} or ()))"
@@ -194,12 +201,105 @@ class Compiler:
             return f"[{v} for {v} in ({seq} or ()) if {body}]"
         raise AssertionError(f"unhandled expression {type(e).__name__}")
 
+    def _inline(self, e: Call, prim: Primitive, names, args: list[str]) -> str | None:
+        """The body of the pack function `e` calls, in place of the call, or None when it
+        must stay a call (Note [inline pack functions])."""
+        params, body = prim.template
+        if prim.memo or e.fn in self._inlining or len(params) != len(e.args):
+            return None
+        facts = self._facts.get(e.fn)
+        if facts is None:
+            binders = frozenset("v_" + x.var for x in walk(body) if isinstance(x, (Let, Comprehension, Quant)))
+            facts = self._facts[e.fn] = (self._recursive(e.fn, body), binders,
+                                         any(isinstance(x, Call) for x in walk(body)))
+        recursive, binders, calls = facts
+        if recursive:
+            return None
+        subst, read = {}, set()
+        for p, a, a_src in zip(params, e.args, args):
+            while isinstance(a, Paren):
+                a = a.inner
+            if isinstance(a, Var):
+                src = self._py(a, names)
+                if src.isidentifier():
+                    read.add(src)
+                else:
+                    src = f"({src})"
+            elif isinstance(a, Const):
+                src = f"({a.value!r})"
+            elif len(params) == 1 and not calls and _read_once(body, p):
+                src = f"({a_src})"      # evaluated once, as the call's argument was (compiled already)
+            else:
+                return None
+            subst[p] = src
+        if binders & read:
+            return None         # a name the body binds would hide an argument
+        errors, self.errors = self.errors, Collector()
+        self._inlining.append(e.fn)
+        try:
+            src = self._py(body, subst)
+            failed = bool(self.errors.problems)
+        finally:
+            self._inlining.pop()
+            self.errors = errors
+        return None if failed else f"({src})"
+
     def function(self, e: Expr, params: tuple[str, ...]) -> Callable:
         """Compile `e` into a function of `params` (which must include the scope's variables)."""
         ns = self.namespace()
         run_source(def_source("_f", params, self.source(e, params)), ns)
         return ns.pop("_f")
 
+
+def _bind(names, var: str):
+    """`names` with `var` bound by a comprehension, quantifier or let (read as v_<var>)."""
+    if isinstance(names, dict):
+        return {**names, var: "v_" + var}
+    return names | {var}
+
+
+def _read_once(body: Expr, name: str) -> bool:
+    """`body` reads the variable `name` exactly once, on every evaluation (not in a branch,
+    the right of and/or, a comprehension's item or a quantifier's body), and never binds it."""
+    uses = 0
+
+    def visit(e, always: bool) -> None:
+        nonlocal uses
+        if isinstance(e, Var) and e.name == name:
+            uses += 1 if always else 2
+        elif isinstance(e, (Let, Comprehension, Quant)) and e.var == name:
+            uses += 2
+        elif isinstance(e, Binary) and e.op in ("and", "or"):
+            visit(e.left, always)
+            visit(e.right, False)
+        elif isinstance(e, Cond):
+            visit(e.test, always)
+            visit(e.then, False)
+            visit(e.other, False)
+        elif isinstance(e, Comprehension):
+            visit(e.seq, always)
+            for x in (e.item, e.cond):
+                if x is not None:
+                    visit(x, False)
+        elif isinstance(e, Quant):
+            visit(e.seq, always)
+            visit(e.body, False)
+        else:
+            for c in children(e):
+                visit(c, always)
+    visit(body, True)
+    return uses == 1
+
+
+# Note [inline pack functions]: a call of a pack-defined function whose arguments are
+# all variables or constants compiles to the function's body with each parameter read
+# as its argument, so the call costs no Python frame (the layout pass's marks call
+# `special_memory(memory_type(anchor))` on every anchor). Reading a variable or a
+# constant twice is reading it once, so the value is the same; a memo function stays a
+# call (its cache is the point), and so does a recursive one, one whose body binds a name
+# an argument reads, and any other argument (it would be evaluated once per use) — except
+# the one argument of a function whose body calls nothing and reads its parameter once on
+# every evaluation (`mem not in [0, 2, 4]`): the argument is still evaluated exactly once.
 
 # Note [code cache]: the generated source of a DSL value depends only on the value and its
 # scope's names, never on the run, so its code object is compiled once per process — when

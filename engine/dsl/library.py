@@ -31,6 +31,7 @@ class PrimSpec:
     effects: str = ""                 # one of EFFECTS
     template: tuple | None = None     # a pack-defined function: (params, body)
     by_key: tuple = ()                # (key, result type): the result when argument 2 is that literal key
+    memo: bool = False                # a pack-defined function with `memo: true`
 
     def __post_init__(self):
         if self.effects not in EFFECTS:
@@ -51,7 +52,7 @@ class PrimSpec:
 
     def primitive(self, fn: Callable) -> Primitive:
         return Primitive(self.name, fn, self.arity, self.doc, self.signature, self.effects, self.template,
-                         self.instances)
+                         self.instances, self.memo)
 
 
 # ---- the registry ---------------------------------------------------------------------------
@@ -138,6 +139,17 @@ def _attr_true(node, key: str) -> bool:
         return False
     a = attrs[key]
     return a.WhichOneof("value") == "b" and a.b is True
+
+
+def _has_attr(node, key: str) -> bool:
+    """The op carries attribute `key`: a graph node's own test (Node.has_attr)."""
+    kind = getattr(node, "is_node", None)       # _node_of, inline (Note [is_node] in engine/core/attrs.py)
+    if kind is True:
+        return node.has_attr(key)
+    n = node.node if kind is False else _node_of(node)
+    if n is None:
+        return False
+    return n.has_attr(key) if getattr(n, "is_node", None) is True else key in n.op.attr
 
 
 def _count(x) -> int:
@@ -236,7 +248,7 @@ GRAPH_PRIMITIVES: dict[str, PrimSpec] = register("graph", dict([
     _spec("attr", (2, 2), "attr(node, key): the op attribute's value or none", lambda ctx: node_attr,
           "(Node | Anchor, str) -> any"),
     _spec("has_attr", (2, 2), "has_attr(node, key): the op carries the attribute",
-          lambda ctx: lambda n, k: (_node_of(n) is not None and k in _node_of(n).op.attr), "(Node | Anchor, str) -> bool"),
+          lambda ctx: _has_attr, "(Node | Anchor, str) -> bool"),
     _spec("attr_true", (2, 2), "attr_true(node, key): bool attribute set to true",
           lambda ctx: _attr_true, "(Node | Anchor, str) -> bool"),
     _spec("desc_attr", (2, 2), "desc_attr(anchor, key): the tensor descriptor attribute's value or none",

@@ -339,7 +339,7 @@ def function_specs(funcs: dict[str, FuncDef]) -> dict[str, primitives.PrimSpec]:
     """Specs so rules calling pack functions can be checked: the arity, and the body, which the
     type checker checks at each call's argument types (engine/dsl/types.py)."""
     return {n: primitives.PrimSpec(n, (len(f.params), len(f.params)), f.doc, lambda ctx: None,
-                                   template=(f.params, f.body)) for n, f in funcs.items()}
+                                   template=(f.params, f.body), memo=f.memo) for n, f in funcs.items()}
 
 
 def register_rule_id(pack: Pack, rid: str, loc: Loc, errors: Collector) -> None:

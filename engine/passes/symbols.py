@@ -135,9 +135,49 @@ class SymbolBuilder:
 
     def build(self, model: Model, graph: Graph) -> SymbolTable:
         t = SymbolTable()
+        of, anchors = t.of, t.anchors
+        merge, f_rfo, memo = self.p["merge"], self.f_rfo, self._rfi
         for node in model.all_nodes(graph):
-            self._inputs(t, node, graph)
-            self._outputs(t, node)
+            # Note [plain symbol step]: for a node of `graph` itself that is no merge (nearly
+            # all) the steps of _inputs' last loop and of _outputs run inline, in their order,
+            # so the same symbols are made under the same names; anything else goes through
+            # _inputs (which tests `merge` again: a predicate, no effect)
+            if node.graph is not graph or merge(node):
+                self._inputs(t, node, graph)
+            else:
+                for a in node.ins:
+                    p = a.peer
+                    if p is None:
+                        t.new(a)
+                        continue
+                    s = of.get(p)
+                    if s is None:
+                        s = t.new(p)
+                    anchors[s].append(a)
+                    of[a] = s
+            ins = node.ins
+            for o in node.outs:
+                if o in of:
+                    continue
+                other, _ = f_rfo(o.node, o)
+                if isinstance(other, OutAnchor):
+                    s = of.get(other)
+                    if s is None:
+                        s = t.new(other)
+                    anchors[s].append(o)
+                    of[o] = s
+                k = memo.get(o, _UNSEEN)
+                if k is _UNSEEN:
+                    k = self.ref_from_input(o)
+                if k is not None and 0 <= k < len(ins) and ins[k] in of:
+                    src = of[ins[k]]
+                    if o in of:
+                        t.union(of[o], src)
+                    else:
+                        anchors[src].append(o)
+                        of[o] = src
+                if o not in of:
+                    t.new(o)
         return t
 
     def _sym_of_out(self, t: SymbolTable, o: OutAnchor) -> str:

@@ -334,10 +334,14 @@ class LayoutPass:
         for f in cfg.functions.values():
             self.comp.define(f.name, f.params, f.body, f.memo)
         fn = self.comp.function
-        # Note [node-level marks]: a condition that never names `anchor` is evaluated once per node
+        # Note [node-level marks]: a condition that never names `anchor` is evaluated once per
+        # node, and one both sides have (the same generated source: `not address_refreshable(node)`)
+        # once for both — a mark condition edits nothing, so a second evaluation would give the
+        # same value (or have failed the first time)
         self.f_in_marks = [(m, fn(m.when, MARK_VARS), _uses_anchor(m.when)) for m in cfg.input_marks]
         self.f_out_marks = [(m, fn(m.when, MARK_VARS), _uses_anchor(m.when)) for m in cfg.output_marks]
-        self._in_plan, self._out_plan = _mark_plan(self.f_in_marks), _mark_plan(self.f_out_marks)
+        self._plans_of_marks = _mark_plans(self.f_in_marks, self.f_out_marks,
+                                           lambda e: self.comp.source(e, MARK_VARS))
         self.f_check = {n: fn(c.body, CHECK_VARS) for n, c in cfg.checkers.items()}
         self.f_skip_pair = fn(cfg.skip_pair, CHECK_VARS)
         self.f_skip_insert = fn(cfg.skip_insert, ("anchor",))
@@ -398,11 +402,16 @@ class LayoutPass:
         if not targets:
             return
         surgery.topo_sort_model(self.ctx.model)
+        inserted = len(self.ctx.insertions)
         if self.cfg.ctrl is not None:
             ctrl = CtrlNodeConflict(self)
             for g in targets:
                 ctrl.solve(g)
-        surgery.topo_sort_model(self.ctx.model)
+        # Note [sorted already]: CtrlNodeConflict edits the graph only by inserting, and records
+        # each insertion; with none the model is as the first sort left it (sorted, numbered),
+        # where a second sort changes nothing
+        if len(self.ctx.insertions) != inserted:
+            surgery.topo_sort_model(self.ctx.model)
         for g in targets:
             self.process(g)
 
@@ -443,23 +452,42 @@ class LayoutPass:
                 "as absolute conflicts (an Identity before each)", decl.cite))
 
     def mark_node(self, node: Node, g: Graph) -> None:
+        in_fs, in_side, extra_fs, out_side, out_fs, alone_side = self._plans_of_marks
+        ins, outs = node.ins, node.outs
+        # Note [node-level marks]: each distinct node-level condition once per node, in mark
+        # order: the inputs' before their per-anchor ones, then the outputs' not among them
+        if ins:
+            level = [f(node, None, g) for f in in_fs]
+            self._mark_side(node, g, ins, in_side, level, self.cfg.input_default)
+            if outs:
+                level.extend([f(node, None, g) for f in extra_fs])
+                self._mark_side(node, g, outs, out_side, level, self.cfg.output_default)
+        elif outs:
+            self._mark_side(node, g, outs, alone_side, [f(node, None, g) for f in out_fs], self.cfg.output_default)
+
+    def _mark_side(self, node, g, anchors, side, level, default) -> None:
+        seq, per_anchor = side
         marks = self.marks
-        for anchors, plan, default in ((node.ins, self._in_plan, self.cfg.input_default),
-                                       (node.outs, self._out_plan, self.cfg.output_default)):
-            if not anchors:
-                continue
-            node_fs, seq = plan
-            # Note [node-level marks]: each node-level condition once per node, in mark order,
-            # before any per-anchor one (as GE's order of evaluation has no side effects to see)
-            level = [f(node, None, g) for f in node_fs]
-            if len(node_fs) == len(seq):          # no condition names the anchor
-                out = [attr for attr, k, _ in seq if level[k]]
-                for a in anchors:
-                    marks[a] = list(out) if out else [default]
-                continue
+        if any(level):
+            # the marks in order: node-level ones that hold, per-anchor conditions in place
+            items = [(attr, f) for attr, k, f in seq if f is not None or level[k]]
+            fixed = all(f is None for _, f in items)
+        else:
+            items, fixed = per_anchor, not per_anchor       # no node-level condition holds
+        if not items:
             for a in anchors:
-                out = [attr for attr, k, f in seq if (f(node, a, g) if f is not None else level[k])]
-                marks[a] = out or [default]
+                marks[a] = [default]
+        elif fixed:
+            out = [attr for attr, _ in items]
+            for a in anchors:
+                marks[a] = list(out)
+        elif len(items) == 1:
+            attr, f = items[0]
+            for a in anchors:
+                marks[a] = [attr] if f(node, a, g) else [default]
+        else:
+            for a in anchors:
+                marks[a] = [attr for attr, f in items if f is None or f(node, a, g)] or [default]
 
     def _active(self, ma: tuple, mb: tuple) -> bool:
         """Whether any attribute pair of two mark lists leads to a check (cached)."""
@@ -485,6 +513,13 @@ class LayoutPass:
         never lead to a check. Note [pair pruning]: a symbol with thousands of plain
         readers would otherwise cost O(k²) predicate calls for nothing."""
         marks = self.marks
+        if len(anchors) == 2:
+            # most symbols are one output and its one consumer: the general case below yields
+            # (0, 1) exactly when the two mark lists pair, whether they are one bucket or two
+            ka, kb = tuple(marks.get(anchors[0], ())), tuple(marks.get(anchors[1], ()))
+            if self._active(ka, kb) or self._active(kb, ka):
+                yield 0, 1
+            return
         keys = [tuple(marks.get(a, ())) for a in anchors]
         buckets: dict[tuple, list[int]] = {}
         for i, k in enumerate(keys):
@@ -804,19 +839,39 @@ def _kind(step: Step) -> str:
         step.result, "unregistered")
 
 
-def _mark_plan(marks: list) -> tuple[list, list]:
-    """(the node-level conditions in order, [(attr, index into them, or the per-anchor
-    condition)] in mark order) for mark_node."""
-    node_fs, seq = [], []
+def _mark_plan(marks: list, fs: list, index: dict, source) -> list:
+    """[(attr, index into `fs` of its node-level condition, or None; the per-anchor
+    condition, or None)] in mark order; `fs` gains the side's node-level conditions not
+    in it yet (`index`: by generated source, so a condition both sides name runs once)."""
+    seq = []
     for m, f, per_anchor in marks:
         if per_anchor:
             seq.append((m.attr, None, f))
-        else:
-            seq.append((m.attr, len(node_fs), None))
-            node_fs.append(f)
+            continue
+        text = source(m.when)
+        k = index.get(text)
+        if k is None:
+            k = index[text] = len(fs)
+            fs.append(f)
+        seq.append((m.attr, k, None))
     # two node-level marks of one attribute both read the later one's value (a map by attribute before)
     last = {attr: k for attr, k, f in seq if f is None}
-    return node_fs, [(attr, last[attr] if f is None else None, f) for attr, _, f in seq]
+    return [(attr, last[attr] if f is None else None, f) for attr, _, f in seq]
+
+
+def _mark_plans(in_marks: list, out_marks: list, source) -> tuple:
+    """mark_node's plans: (the inputs' node-level conditions, the inputs' plan, the
+    outputs' conditions not among the inputs', the outputs' plan after the inputs', the
+    outputs' conditions and plan for a node without inputs)."""
+    in_fs, in_index = [], {}
+    in_seq = _mark_plan(in_marks, in_fs, in_index, source)
+    both_fs, both_index = list(in_fs), dict(in_index)
+    out_seq = _mark_plan(out_marks, both_fs, both_index, source)
+    out_fs: list = []
+    alone_seq = _mark_plan(out_marks, out_fs, {}, source)
+    def side(seq):      # with its per-anchor conditions alone: the plan when no node-level one holds
+        return seq, [(attr, f) for attr, _, f in seq if f is not None]
+    return in_fs, side(in_seq), both_fs[len(in_fs):], side(out_seq), out_fs, side(alone_seq)
 
 
 def _uses_anchor(e: Expr) -> bool:

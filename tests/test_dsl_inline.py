@@ -1,0 +1,74 @@
+"""Note [inline pack functions] (engine/dsl/compiler.py): a pack function called with
+variables or constants compiles to its body in place; the value is the call's, and the
+cases that must stay calls (memo, recursion, a binder hiding an argument, an argument
+read twice) do."""
+from __future__ import annotations
+
+from engine.core.errors import Collector
+from engine.dsl import library
+from engine.dsl.compiler import Compiler, Scope
+from engine.dsl.parser import parse_expr
+
+
+def _compiler(defs: dict[str, tuple[tuple[str, ...], str, bool]], seen: list | None = None) -> Compiler:
+    """A compiler whose scope has the pack functions `defs` (name → params, body, memo) and
+    `tick(x)`, a primitive that records each evaluation of its argument and returns it."""
+    specs = {name: library.PrimSpec(name, (len(ps), len(ps)), "", lambda ctx: None,
+                                    template=(ps, parse_expr(body)), memo=memo)
+             for name, (ps, body, memo) in defs.items()}
+    prims = library.placeholder_functions(specs)
+    prims["count"] = library.GRAPH_PRIMITIVES["count"].primitive(lambda x: 0 if x is None else len(x))
+    log = seen if seen is not None else []
+    prims["first"] = library.GRAPH_PRIMITIVES["first"].primitive(lambda x: (log.append(x), x[0] if x else None)[1])
+    comp = Compiler(Scope(("x", "y"), {"K": 3}, {}, prims), Collector())
+    for name, (ps, body, memo) in defs.items():
+        comp.define(name, ps, parse_expr(body), memo)
+    return comp
+
+
+def test_a_call_with_variable_and_constant_arguments_is_its_body():
+    comp = _compiler({"plus": (("a", "b"), "a + b", False), "big": (("a",), "plus(a, K) > 4", False)})
+    src = comp.source(parse_expr("big(x) and plus(y, 1) == 3"), ("x", "y"))
+    assert "f_big(" not in src and "f_plus(" not in src, src
+    f = comp.function(parse_expr("big(x) and plus(y, 1) == 3"), ("x", "y"))
+    assert f(2, 2) is True and f(1, 2) is False and f(2, 5) is False
+
+
+def test_memo_and_recursive_functions_stay_calls():
+    comp = _compiler({"once": (("a",), "a + 1", True),
+                      "down": (("a",), "if a > 0 then down(a - 1) else 0", False)})
+    src = comp.source(parse_expr("once(x) + down(y)"), ("x", "y"))
+    assert "f_once(" in src and "f_down(" in src, src
+    assert comp.function(parse_expr("once(x) + down(y)"), ("x", "y"))(4, 3) == 5
+
+
+def test_a_binder_of_the_argument_name_keeps_the_call():
+    # inlining `any(x in a where ...)` with a = x would make the comprehension's x hide the argument
+    comp = _compiler({"has_big": (("a",), "any(x in a where x > 2)", False)})
+    src = comp.source(parse_expr("has_big(x)"), ("x",))
+    assert "f_has_big(" in src, src
+    assert comp.function(parse_expr("has_big(x)"), ("x",))([1, 5]) is True
+
+
+def test_a_parameter_shadowed_in_the_body_reads_the_binder():
+    comp = _compiler({"pick": (("a",), "[a for a in [1, 2, a]]", False)})
+    assert comp.function(parse_expr("pick(y)"), ("x", "y"))(None, 7) == [1, 2, 7]
+
+
+def test_a_complex_argument_is_evaluated_once_when_inlined_or_called():
+    seen: list = []
+    comp = _compiler({"small": (("m",), "m not in [0, 2, 4]", False),      # read once: inlined
+                      "twice": (("m",), "m + m", False),                   # read twice: a call
+                      "maybe": (("m",), "false and m > 1", False)},        # maybe not read: a call
+                     seen)
+    e = parse_expr("small(first(x))")
+    assert "f_small(" not in comp.source(e, ("x",))
+    assert comp.function(e, ("x",))([3]) is True and seen == [[3]]
+    seen.clear()
+    e = parse_expr("twice(first(x))")
+    assert "f_twice(" in comp.source(e, ("x",))
+    assert comp.function(e, ("x",))([3]) == 6 and seen == [[3]]
+    seen.clear()
+    e = parse_expr("maybe(first(x))")
+    assert "f_maybe(" in comp.source(e, ("x",))
+    assert comp.function(e, ("x",))([3]) is False and seen == [[3]]

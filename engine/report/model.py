@@ -11,8 +11,10 @@ feature (variable plans, rule-set diffs) adds a section rather than a page.
 from __future__ import annotations
 
 import difflib
+import gc
 import json
 from collections import Counter
+from contextlib import contextmanager
 
 from engine import __version__
 from engine.core.errors import Cite, display_path
@@ -130,7 +132,28 @@ def _counts(items: list[dict], key: str) -> dict:
     return dict(sorted(Counter(i[key] for i in items).items()))
 
 
+@contextmanager
+def collector_paused():
+    """Note [report without the collector]: a report is a tree of 10^5-10^6 fresh dicts and
+    lists with no reference cycles, built after passes that left millions of tracked objects;
+    each full collection the allocations trigger rescans all of them (at 100k nodes 1.1 s of
+    build_report's 3.5 s and of render_html's 5.7 s), and frees nothing. The collector is off
+    inside and back as it was after, as around the passes (engine/passes/manager.py)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def build_report(ctx: RunContext, input_file: str, before: dict) -> dict:
+    with collector_paused():
+        return _build_report(ctx, input_file, before)
+
+
+def _build_report(ctx: RunContext, input_file: str, before: dict) -> dict:
     evidence = Evidence(ctx)
     removed = _removals(ctx)
     ins = [_insertion(ctx, i, evidence, removed, ctx.seen.get(k)) for k, i in enumerate(ctx.insertions)]

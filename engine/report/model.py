@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import gc
+import io
 import json
 from collections import Counter
 from contextlib import contextmanager
@@ -281,13 +282,24 @@ def _diagnostics_table(report: dict) -> dict:
 
 def report_json(report: dict) -> bytes:
     """Indented at the top; the long lists (insertions, removals, diagnostics, sections)
-    hold one compact record per line, so the file stays small and diffs line by line."""
-    parts = []
-    for key, value in report.items():
+    hold one compact record per line, so the file stays small and diffs line by line.
+
+    Note [streamed JSON]: each record is encoded by the json module's C encoder (no indent)
+    and goes to the output as UTF-8 at once, so no text of the whole file is held: at 100k
+    nodes the text was built four times over (records, each list, the file, its bytes; two
+    bytes a character once a record holds a non-Latin-1 character), 450 MB above the report."""
+    record = json.JSONEncoder(ensure_ascii=False).encode        # as json.dumps(v, ensure_ascii=False)
+    out = io.BytesIO()
+    write = out.write
+    write(b"{\n")
+    for n, (key, value) in enumerate(report.items()):
+        write(((",\n" if n else "") + f"  {json.dumps(key)}: ").encode())
         if isinstance(value, list) and value:
-            body = ",\n".join("    " + json.dumps(v, ensure_ascii=False) for v in value)
-            text = "[\n" + body + "\n  ]"
+            write(b"[\n")
+            last = len(value) - 1
+            for k, v in enumerate(value):
+                write(("    " + record(v) + (",\n" if k < last else "\n  ]")).encode())
         else:
-            text = json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  ")
-        parts.append(f"  {json.dumps(key)}: {text}")
-    return ("{\n" + ",\n".join(parts) + "\n}\n").encode()
+            write(json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  ").encode())
+    write(b"\n}\n")
+    return out.getvalue()

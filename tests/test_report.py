@@ -229,6 +229,26 @@ def test_sections_render_by_kind_and_unknown_kinds_as_data(example):
     assert 'id="sec-diff"' in html and "&#34;added&#34;" in html and 'href="#sec-diff"' in html
 
 
+def test_table_cells_render_every_part_kind_escaped(example):
+    """Note [table rows as markup]: the rows are markup made in engine/report/html.py; each part
+    kind keeps its element, several parts are split by <br>, and every value is escaped."""
+    (raw, _), _ = example
+    report = json.loads(raw)
+    report["sections"].append({"id": "t", "title": "T", "kind": "table", "data": {
+        "columns": ["a", "b"], "numeric": [1], "rows": [
+            [[{"text": "f<1>", "filter": ["pass", 'x"y']}, {"text": "a&b", "href": "#h'1", "id": "i<d"},
+              {"text": "bad", "badge": "warning", "note": True}, None], 7],
+            [{"text": "no id", "href": "#z"}, "<script>"]]}})
+    html = render_html(report)
+    assert ('<tr><td><button type="button" class="mc-filter-link" data-key="pass" data-value="x&#34;y">f&lt;1&gt;'
+            '</button><br><a id="i&lt;d" href="#h&#39;1">a&amp;b</a><br><span class="mc-note"><span class="mc-badge '
+            'mc-sev-warning">bad</span></span><br></td><td class="num">7</td></tr>') in html
+    assert '<tr><td><a href="#z">no id</a></td><td class="num">&lt;script&gt;</td></tr>' in html
+    empty = json.loads(raw)
+    empty["sections"].append({"id": "e", "title": "E", "kind": "table", "data": {"columns": ["a", "b"], "rows": []}})
+    assert '<tr><td colspan="2" class="mc-muted">nothing</td></tr>' in render_html(empty)
+
+
 def hostile_dump(tmp_path: Path) -> Path:
     """A GE dump whose names and attributes try to break out of the page."""
     def op(name, typ, inputs=(), attrs=""):

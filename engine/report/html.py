@@ -19,7 +19,7 @@ import hashlib
 import json
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from engine.report.explain import is_rejected_step
 from engine.report.model import collector_paused
@@ -55,19 +55,40 @@ def script_hash(script: str) -> str:
 
 
 # ---- view model ---------------------------------------------------------------------
-def _part(cell) -> dict:
-    if isinstance(cell, dict):
-        f = cell.get("filter") or ["", ""]
-        return {"text": str(cell.get("text", "")), "href": cell.get("href", ""), "id": cell.get("id", ""),
-                "badge": cell.get("badge", ""), "fkey": f[0], "fvalue": f[1], "note": bool(cell.get("note"))}
-    return {"text": "" if cell is None else str(cell), "href": "", "id": "", "badge": "", "fkey": "", "fvalue": "",
-            "note": False}
+def _part(cell) -> str:
+    """One part of a table cell as markup: a filter button, a link, a badge or text."""
+    if not isinstance(cell, dict):
+        return escape("" if cell is None else str(cell))
+    text = escape(str(cell.get("text", "")))
+    fkey, fvalue = cell.get("filter") or ["", ""]
+    href, badge = cell.get("href", ""), cell.get("badge", "")
+    if fkey:
+        html = f'<button type="button" class="mc-filter-link" data-key="{escape(fkey)}" data-value="{escape(fvalue)}">{text}</button>'
+    elif href:
+        anchor = cell.get("id", "")
+        anchor = f' id="{escape(anchor)}"' if anchor else ""
+        html = f'<a{anchor} href="{escape(href)}">{text}</a>'
+    elif badge:
+        html = f'<span class="mc-badge mc-sev-{escape(badge)}">{text}</span>'
+    else:
+        html = text
+    return f'<span class="mc-note">{html}</span>' if cell.get("note") else html
 
 
 def _table(data: dict) -> dict:
+    """Note [table rows as markup]: a table's rows are markup made here, not by the template:
+    the report's tables hold 10^4 rows each at 100k nodes (diagnostics, removals, variables),
+    and the template's loops over rows, cells and parts spent 4 s of render_html's 6 s
+    looking up each part's fields. The markup (and its escaping, markupsafe's as the
+    template's autoescape) is what the template wrote before."""
     numeric = set(data.get("numeric", ()))
-    rows = [[{"parts": [_part(p) for p in (cell if isinstance(cell, list) else [cell])], "num": i in numeric}
-             for i, cell in enumerate(row)] for row in data.get("rows", [])]
+    rows = []
+    for row in data.get("rows", []):
+        cells = []
+        for i, cell in enumerate(row):
+            parts = "<br>".join(map(_part, cell if isinstance(cell, list) else [cell]))
+            cells.append(f'<td class="num">{parts}</td>' if i in numeric else f"<td>{parts}</td>")
+        rows.append(Markup("<tr>" + "".join(cells) + "</tr>"))
     return {"columns": [{"text": c, "num": i in numeric} for i, c in enumerate(data.get("columns", []))],
             "rows": rows}
 

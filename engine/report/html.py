@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup, escape
@@ -55,21 +56,31 @@ def script_hash(script: str) -> str:
 
 
 # ---- view model ---------------------------------------------------------------------
+_SPECIAL = re.compile("[&<>'\"]")
+
+
+def _esc(value) -> str:
+    """markupsafe's escape (the template's autoescape), with no work for a string that needs none."""
+    if type(value) is str and _SPECIAL.search(value) is None:
+        return value
+    return str(escape(value))
+
+
 def _part(cell) -> str:
     """One part of a table cell as markup: a filter button, a link, a badge or text."""
     if not isinstance(cell, dict):
-        return escape("" if cell is None else str(cell))
-    text = escape(str(cell.get("text", "")))
+        return "" if cell is None else _esc(cell if type(cell) is str else str(cell))
+    text = _esc(str(cell.get("text", "")))
     fkey, fvalue = cell.get("filter") or ["", ""]
     href, badge = cell.get("href", ""), cell.get("badge", "")
     if fkey:
-        html = f'<button type="button" class="mc-filter-link" data-key="{escape(fkey)}" data-value="{escape(fvalue)}">{text}</button>'
+        html = f'<button type="button" class="mc-filter-link" data-key="{_esc(fkey)}" data-value="{_esc(fvalue)}">{text}</button>'
     elif href:
         anchor = cell.get("id", "")
-        anchor = f' id="{escape(anchor)}"' if anchor else ""
-        html = f'<a{anchor} href="{escape(href)}">{text}</a>'
+        anchor = f' id="{_esc(anchor)}"' if anchor else ""
+        html = f'<a{anchor} href="{_esc(href)}">{text}</a>'
     elif badge:
-        html = f'<span class="mc-badge mc-sev-{escape(badge)}">{text}</span>'
+        html = f'<span class="mc-badge mc-sev-{_esc(badge)}">{text}</span>'
     else:
         html = text
     return f'<span class="mc-note">{html}</span>' if cell.get("note") else html

@@ -298,6 +298,26 @@ def test_embed_json_round_trips_hostile_strings():
     assert json.loads(text) == value
 
 
+def test_page_data_made_a_card_at_a_time_is_the_whole_embedded(tmp_path, capsys):
+    """Note [cards one at a time]: the data block is embed_json of every card, the rules and
+    the shared steps, though each card is encoded (and escaped) alone."""
+    from engine.report.html import _card, _page_data, _share_steps
+    rj = tmp_path / "r.json"
+    code, _, err = cli(["run", hostile_dump(tmp_path), "--passes", "mem_rw_conflict", "--rules", hostile_pack(tmp_path),
+                        "--report-json", rj, "--quiet"], capsys)
+    assert code == 0, err
+    report = json.loads(rj.read_text())
+    report["insertions"] += [dict(report["insertions"][0], name="b\u2028>&"), report["insertions"][0]]
+    table, seen, cards = [], {}, []
+    for rec in report["insertions"]:
+        cards.append(_card(rec))
+        _share_steps(cards[-1], table, seen)
+    assert cards[1]["explanation"] == cards[0]["explanation"] and len(table) == len(report["insertions"][0]["explanation"])
+    assert str(_page_data(report)) == str(embed_json({"insertions": cards, "rules": report["rules"], "steps": table}))
+    assert json.loads(str(_page_data(report)))["insertions"][1]["name"] == "b\u2028>&"
+    assert str(_page_data({"insertions": []})) == '{"insertions":[],"rules":{},"steps":[]}'
+
+
 def test_html_grows_linearly():
     base = report_for("RW-04.yaml")
     one = base["insertions"][0]

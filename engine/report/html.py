@@ -43,12 +43,18 @@ def _asset(name: str) -> str:
     return (data_dir("reports") / name).read_text(encoding="utf-8")
 
 
+SCRIPT_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
+
+
+def _script_safe(text: str) -> str:
+    for ch, esc in SCRIPT_ESCAPES:
+        text = text.replace(ch, esc)
+    return text
+
+
 def embed_json(value) -> Markup:
     """JSON safe inside a <script> element (Note [embedded JSON])."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
-        text = text.replace(ch, esc)
-    return Markup(text)
+    return Markup(_script_safe(json.dumps(value, ensure_ascii=False, separators=(",", ":"))))
 
 
 def script_hash(script: str) -> str:
@@ -213,37 +219,55 @@ def page_view(report: dict, seconds: list[float] | None = None) -> dict:
         if s["id"] == "passes" and seconds is not None:
             s = _with_times(s, seconds)
         sections.append(_section(s, report))
-    cards = [_card(rec) for rec in report["insertions"]]
-    steps = _shared_steps(cards)
     script = _asset("report.js")
     return {
         "report": report, "sections": sections, "style": Markup(_asset("report.css")), "script": Markup(script),
         "csp": f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src '{script_hash(script)}'; "
                "base-uri 'none'; form-action 'none'",
-        "data": embed_json({"insertions": cards, "rules": report.get("rules", {}), "steps": steps}),
+        "data": _page_data(report),
     }
 
 
-def _shared_steps(cards: list[dict]) -> list[dict]:
-    """Each distinct explanation step once, the cards' `explanation` its indices there.
+def _page_data(report: dict) -> Markup:
+    """embed_json({"insertions": cards, "rules": ..., "steps": shared steps}), made a card at a time.
+
+    Note [cards one at a time]: each card is made, its steps shared (Note [shared steps]) and
+    encoded (compact, by the json module's C encoder, as embed_json does for the whole), then
+    let go, so the page's 10^4 cards are never all held as objects, nor the page's JSON
+    twice over (the encoder's pieces and the escaped copy). Escaping is per character, so
+    escaping each card's text is escaping the whole."""
+    encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    table: list[dict] = []
+    seen: dict[str, int] = {}
+    parts = []
+    for rec in report["insertions"]:
+        card = _card(rec)
+        _share_steps(card, table, seen)
+        parts.append(_script_safe(encode(card)))
+    text = ('{"insertions":[' + ",".join(parts) + '],"rules":' + _script_safe(encode(report.get("rules", {})))
+            + ',"steps":' + _script_safe(encode(table)) + "}")
+    return Markup(text)
+
+
+def _share_steps(card: dict, table: list[dict], seen: dict[str, int]) -> None:
+    """The card's `explanation` as indices of each distinct step in `table`.
 
     Note [shared steps]: cards of one choice point repeat the same steps (a rejected
     alternative's "not chosen: ...", a rule's own words, a cell), so a page of 10^4 cards
     spent a third of its size on copies; report.js reads an index through DATA.steps. The
     order is first use, so the page stays byte-identical across runs."""
-    table: list[dict] = []
-    seen: dict[str, int] = {}
-    for card in cards:
-        refs = []
-        for s in card.get("explanation", ()):
-            key = json.dumps(s, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-            k = seen.get(key)
-            if k is None:
-                k = seen[key] = len(table)
-                table.append(s)
-            refs.append(k)
-        card["explanation"] = refs
-    return table
+    refs = []
+    for s in card.get("explanation", ()):
+        key = _STEP_KEY(s)
+        k = seen.get(key)
+        if k is None:
+            k = seen[key] = len(table)
+            table.append(s)
+        refs.append(k)
+    card["explanation"] = refs
+
+
+_STEP_KEY = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
 
 
 def render_html(report: dict, ctx=None, times: bool = False) -> str:

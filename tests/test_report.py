@@ -229,6 +229,26 @@ def test_sections_render_by_kind_and_unknown_kinds_as_data(example):
     assert 'id="sec-diff"' in html and "&#34;added&#34;" in html and 'href="#sec-diff"' in html
 
 
+def test_table_cells_render_every_part_kind_escaped(example):
+    """Note [table rows as markup]: the rows are markup made in engine/report/html.py; each part
+    kind keeps its element, several parts are split by <br>, and every value is escaped."""
+    (raw, _), _ = example
+    report = json.loads(raw)
+    report["sections"].append({"id": "t", "title": "T", "kind": "table", "data": {
+        "columns": ["a", "b"], "numeric": [1], "rows": [
+            [[{"text": "f<1>", "filter": ["pass", 'x"y']}, {"text": "a&b", "href": "#h'1", "id": "i<d"},
+              {"text": "bad", "badge": "warning", "note": True}, None], 7],
+            [{"text": "no id", "href": "#z"}, "<script>"]]}})
+    html = render_html(report)
+    assert ('<tr><td><button type="button" class="mc-filter-link" data-key="pass" data-value="x&#34;y">f&lt;1&gt;'
+            '</button><br><a id="i&lt;d" href="#h&#39;1">a&amp;b</a><br><span class="mc-note"><span class="mc-badge '
+            'mc-sev-warning">bad</span></span><br></td><td class="num">7</td></tr>') in html
+    assert '<tr><td><a href="#z">no id</a></td><td class="num">&lt;script&gt;</td></tr>' in html
+    empty = json.loads(raw)
+    empty["sections"].append({"id": "e", "title": "E", "kind": "table", "data": {"columns": ["a", "b"], "rows": []}})
+    assert '<tr><td colspan="2" class="mc-muted">nothing</td></tr>' in render_html(empty)
+
+
 def hostile_dump(tmp_path: Path) -> Path:
     """A GE dump whose names and attributes try to break out of the page."""
     def op(name, typ, inputs=(), attrs=""):
@@ -276,6 +296,26 @@ def test_embed_json_round_trips_hostile_strings():
     text = str(embed_json(value))
     assert "<" not in text and ">" not in text and "&" not in text
     assert json.loads(text) == value
+
+
+def test_page_data_made_a_card_at_a_time_is_the_whole_embedded(tmp_path, capsys):
+    """Note [cards one at a time]: the data block is embed_json of every card, the rules and
+    the shared steps, though each card is encoded (and escaped) alone."""
+    from engine.report.html import _card, _page_data, _share_steps
+    rj = tmp_path / "r.json"
+    code, _, err = cli(["run", hostile_dump(tmp_path), "--passes", "mem_rw_conflict", "--rules", hostile_pack(tmp_path),
+                        "--report-json", rj, "--quiet"], capsys)
+    assert code == 0, err
+    report = json.loads(rj.read_text())
+    report["insertions"] += [dict(report["insertions"][0], name="b\u2028>&"), report["insertions"][0]]
+    table, seen, cards = [], {}, []
+    for rec in report["insertions"]:
+        cards.append(_card(rec))
+        _share_steps(cards[-1], table, seen)
+    assert cards[1]["explanation"] == cards[0]["explanation"] and len(table) == len(report["insertions"][0]["explanation"])
+    assert str(_page_data(report)) == str(embed_json({"insertions": cards, "rules": report["rules"], "steps": table}))
+    assert json.loads(str(_page_data(report)))["insertions"][1]["name"] == "b\u2028>&"
+    assert str(_page_data({"insertions": []})) == '{"insertions":[],"rules":{},"steps":[]}'
 
 
 def test_html_grows_linearly():

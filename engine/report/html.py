@@ -17,11 +17,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from engine.report.explain import is_rejected_step
+from engine.report.model import collector_paused
 from engine.report.neighbourhood import NODE_H, layout, undo
 from engine.core.resources import data_dir, template_cache
 
@@ -41,12 +43,18 @@ def _asset(name: str) -> str:
     return (data_dir("reports") / name).read_text(encoding="utf-8")
 
 
+SCRIPT_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
+
+
+def _script_safe(text: str) -> str:
+    for ch, esc in SCRIPT_ESCAPES:
+        text = text.replace(ch, esc)
+    return text
+
+
 def embed_json(value) -> Markup:
     """JSON safe inside a <script> element (Note [embedded JSON])."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
-        text = text.replace(ch, esc)
-    return Markup(text)
+    return Markup(_script_safe(json.dumps(value, ensure_ascii=False, separators=(",", ":"))))
 
 
 def script_hash(script: str) -> str:
@@ -54,19 +62,50 @@ def script_hash(script: str) -> str:
 
 
 # ---- view model ---------------------------------------------------------------------
-def _part(cell) -> dict:
-    if isinstance(cell, dict):
-        f = cell.get("filter") or ["", ""]
-        return {"text": str(cell.get("text", "")), "href": cell.get("href", ""), "id": cell.get("id", ""),
-                "badge": cell.get("badge", ""), "fkey": f[0], "fvalue": f[1], "note": bool(cell.get("note"))}
-    return {"text": "" if cell is None else str(cell), "href": "", "id": "", "badge": "", "fkey": "", "fvalue": "",
-            "note": False}
+_SPECIAL = re.compile("[&<>'\"]")
+
+
+def _esc(value) -> str:
+    """markupsafe's escape (the template's autoescape), with no work for a string that needs none."""
+    if type(value) is str and _SPECIAL.search(value) is None:
+        return value
+    return str(escape(value))
+
+
+def _part(cell) -> str:
+    """One part of a table cell as markup: a filter button, a link, a badge or text."""
+    if not isinstance(cell, dict):
+        return "" if cell is None else _esc(cell if type(cell) is str else str(cell))
+    text = _esc(str(cell.get("text", "")))
+    fkey, fvalue = cell.get("filter") or ["", ""]
+    href, badge = cell.get("href", ""), cell.get("badge", "")
+    if fkey:
+        html = f'<button type="button" class="mc-filter-link" data-key="{_esc(fkey)}" data-value="{_esc(fvalue)}">{text}</button>'
+    elif href:
+        anchor = cell.get("id", "")
+        anchor = f' id="{_esc(anchor)}"' if anchor else ""
+        html = f'<a{anchor} href="{_esc(href)}">{text}</a>'
+    elif badge:
+        html = f'<span class="mc-badge mc-sev-{_esc(badge)}">{text}</span>'
+    else:
+        html = text
+    return f'<span class="mc-note">{html}</span>' if cell.get("note") else html
 
 
 def _table(data: dict) -> dict:
+    """Note [table rows as markup]: a table's rows are markup made here, not by the template:
+    the report's tables hold 10^4 rows each at 100k nodes (diagnostics, removals, variables),
+    and the template's loops over rows, cells and parts spent 4 s of render_html's 6 s
+    looking up each part's fields. The markup (and its escaping, markupsafe's as the
+    template's autoescape) is what the template wrote before."""
     numeric = set(data.get("numeric", ()))
-    rows = [[{"parts": [_part(p) for p in (cell if isinstance(cell, list) else [cell])], "num": i in numeric}
-             for i, cell in enumerate(row)] for row in data.get("rows", [])]
+    rows = []
+    for row in data.get("rows", []):
+        cells = []
+        for i, cell in enumerate(row):
+            parts = "<br>".join(map(_part, cell if isinstance(cell, list) else [cell]))
+            cells.append(f'<td class="num">{parts}</td>' if i in numeric else f"<td>{parts}</td>")
+        rows.append(Markup("<tr>" + "".join(cells) + "</tr>"))
     return {"columns": [{"text": c, "num": i in numeric} for i, c in enumerate(data.get("columns", []))],
             "rows": rows}
 
@@ -180,41 +219,60 @@ def page_view(report: dict, seconds: list[float] | None = None) -> dict:
         if s["id"] == "passes" and seconds is not None:
             s = _with_times(s, seconds)
         sections.append(_section(s, report))
-    cards = [_card(rec) for rec in report["insertions"]]
-    steps = _shared_steps(cards)
     script = _asset("report.js")
     return {
         "report": report, "sections": sections, "style": Markup(_asset("report.css")), "script": Markup(script),
         "csp": f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src '{script_hash(script)}'; "
                "base-uri 'none'; form-action 'none'",
-        "data": embed_json({"insertions": cards, "rules": report.get("rules", {}), "steps": steps}),
+        "data": _page_data(report),
     }
 
 
-def _shared_steps(cards: list[dict]) -> list[dict]:
-    """Each distinct explanation step once, the cards' `explanation` its indices there.
+def _page_data(report: dict) -> Markup:
+    """embed_json({"insertions": cards, "rules": ..., "steps": shared steps}), made a card at a time.
+
+    Note [cards one at a time]: each card is made, its steps shared (Note [shared steps]) and
+    encoded (compact, by the json module's C encoder, as embed_json does for the whole), then
+    let go, so the page's 10^4 cards are never all held as objects, nor the page's JSON
+    twice over (the encoder's pieces and the escaped copy). Escaping is per character, so
+    escaping each card's text is escaping the whole."""
+    encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    table: list[dict] = []
+    seen: dict[str, int] = {}
+    parts = []
+    for rec in report["insertions"]:
+        card = _card(rec)
+        _share_steps(card, table, seen)
+        parts.append(_script_safe(encode(card)))
+    text = ('{"insertions":[' + ",".join(parts) + '],"rules":' + _script_safe(encode(report.get("rules", {})))
+            + ',"steps":' + _script_safe(encode(table)) + "}")
+    return Markup(text)
+
+
+def _share_steps(card: dict, table: list[dict], seen: dict[str, int]) -> None:
+    """The card's `explanation` as indices of each distinct step in `table`.
 
     Note [shared steps]: cards of one choice point repeat the same steps (a rejected
     alternative's "not chosen: ...", a rule's own words, a cell), so a page of 10^4 cards
     spent a third of its size on copies; report.js reads an index through DATA.steps. The
     order is first use, so the page stays byte-identical across runs."""
-    table: list[dict] = []
-    seen: dict[str, int] = {}
-    for card in cards:
-        refs = []
-        for s in card.get("explanation", ()):
-            key = json.dumps(s, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-            k = seen.get(key)
-            if k is None:
-                k = seen[key] = len(table)
-                table.append(s)
-            refs.append(k)
-        card["explanation"] = refs
-    return table
+    refs = []
+    for s in card.get("explanation", ()):
+        key = _STEP_KEY(s)
+        k = seen.get(key)
+        if k is None:
+            k = seen[key] = len(table)
+            table.append(s)
+        refs.append(k)
+    card["explanation"] = refs
+
+
+_STEP_KEY = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
 
 
 def render_html(report: dict, ctx=None, times: bool = False) -> str:
     """The page; with `times` (run --times) each pass's time too, so the page then differs
     from run to run (without it the page is byte-identical, like the other outputs)."""
     seconds = [r.seconds for r in ctx.pass_runs] if ctx is not None and times else None
-    return _env().get_template("report.html.j2").render(**page_view(report, seconds))
+    with collector_paused():        # Note [report without the collector] in engine/report/model.py
+        return _env().get_template("report.html.j2").render(**page_view(report, seconds))

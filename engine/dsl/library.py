@@ -141,17 +141,6 @@ def _attr_true(node, key: str) -> bool:
     return a.WhichOneof("value") == "b" and a.b is True
 
 
-def _has_attr(node, key: str) -> bool:
-    """The op carries attribute `key`: a graph node's own test (Node.has_attr)."""
-    kind = getattr(node, "is_node", None)       # _node_of, inline (Note [is_node] in engine/core/attrs.py)
-    if kind is True:
-        return node.has_attr(key)
-    n = node.node if kind is False else _node_of(node)
-    if n is None:
-        return False
-    return n.has_attr(key) if getattr(n, "is_node", None) is True else key in n.op.attr
-
-
 def _count(x) -> int:
     try:
         return 0 if x is None else len(x)
@@ -314,6 +303,17 @@ def _desc_field(anchor, name):
     return getattr(d, name)
 
 
+
+
+def _has_attr(node, key: str) -> bool:
+    """The op carries attribute `key`: a graph node's own test (Node.has_attr)."""
+    kind = getattr(node, "is_node", None)       # _node_of, inline (Note [is_node] in engine/core/attrs.py)
+    if kind is True:
+        return node.has_attr(key)
+    n = node.node if kind is False else _node_of(node)
+    if n is None:
+        return False
+    return n.has_attr(key) if getattr(n, "is_node", None) is True else key in n.op.attr
 
 
 def _graph_attr_true(graph, key):

@@ -144,6 +144,22 @@ def _preds(node: Node) -> list[Node]:
     return out
 
 
+def _in_order(order: list[Node], pos: dict, f_loop) -> bool:
+    """Every predecessor (data, then control, as _preds lists them) comes earlier in `order`
+    or is a loop node; `f_loop` is asked about the late ones, in that order, up to the first
+    that is not."""
+    for i, n in enumerate(order):
+        for a in n.ins:
+            if a.peer is not None:
+                p = a.peer.node
+                if pos[p] >= i and not f_loop(p):
+                    return False
+        for p in n.in_ctrl:
+            if pos[p] >= i and not f_loop(p):
+                return False
+    return True
+
+
 class GraphLint:
     """One GraphLint::Verify on a root graph."""
 
@@ -283,7 +299,7 @@ class GraphLint:
     def order(self, g: Graph) -> list[Node]:
         order = g.node_list()
         pos = {n: i for i, n in enumerate(order)}
-        if all(pos[p] < i or self.f_loop(p) for i, n in enumerate(order) for p in _preds(n)):
+        if _in_order(order, pos, self.f_loop):
             return order          # already sorted: Kahn's smallest-position order is the list itself
         indeg = dict.fromkeys(order, 0)
         for n in order:

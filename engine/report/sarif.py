@@ -27,7 +27,6 @@ The log is plain JSON with a stable order and no timings: byte-identical runs.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from pathlib import Path
 
@@ -35,6 +34,8 @@ import yaml
 
 from engine import __version__
 from engine.report.explain import is_rejected_step
+from engine.report.jsontext import indented
+from engine.report.model import collector_paused
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/sarif-v2.1.0.html"
@@ -57,6 +58,11 @@ def severity_rank(severity: str) -> int:
 def build_sarif(report: dict, pack, model=None, *, min_severity: str = "info", failure=None) -> dict:
     """The SARIF log of one run over `model` (for the graph nesting). `failure`: the
     PassFailure that stopped the run, if one did."""
+    with collector_paused():        # Note [report without the collector] in engine/report/model.py
+        return _build_sarif(report, pack, model, min_severity, failure)
+
+
+def _build_sarif(report: dict, pack, model, min_severity: str, failure) -> dict:
     log = _Log(report, pack, model)
     floor = severity_rank(min_severity)
     for d in report["diagnostics"]:
@@ -72,7 +78,8 @@ def build_sarif(report: dict, pack, model=None, *, min_severity: str = "info", f
 
 
 def sarif_json(log: dict) -> bytes:
-    return (json.dumps(log, indent=1, ensure_ascii=False) + "\n").encode()
+    """json.dumps(log, indent=1, ensure_ascii=False) and a newline, as UTF-8 (Note [indented JSON])."""
+    return indented(log, 1)
 
 
 class _Log:

@@ -67,8 +67,11 @@ _SPECIAL = re.compile("[&<>'\"]")
 
 def _esc(value) -> str:
     """markupsafe's escape (the template's autoescape), with no work for a string that needs none."""
-    if type(value) is str and _SPECIAL.search(value) is None:
-        return value
+    if type(value) is str:
+        if _SPECIAL.search(value) is None:
+            return value
+        return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("'", "&#39;") \
+            .replace('"', "&#34;")              # markupsafe's five, & first
     return str(escape(value))
 
 
@@ -103,11 +106,16 @@ def _table(data: dict) -> dict:
     for row in data.get("rows", []):
         cells = []
         for i, cell in enumerate(row):
-            parts = "<br>".join(map(_part, cell if isinstance(cell, list) else [cell]))
+            if type(cell) is str:
+                parts = _esc(cell)
+            elif isinstance(cell, list):
+                parts = "<br>".join(map(_part, cell))
+            else:
+                parts = _part(cell)
             cells.append(f'<td class="num">{parts}</td>' if i in numeric else f"<td>{parts}</td>")
-        rows.append(Markup("<tr>" + "".join(cells) + "</tr>"))
+        rows.append("      <tr>" + "".join(cells) + "</tr>")
     return {"columns": [{"text": c, "num": i in numeric} for i, c in enumerate(data.get("columns", []))],
-            "rows": rows}
+            "rows": Markup("\n".join(rows))}        # the tbody's lines, the last one's newline the template's
 
 
 def _counts(data: dict) -> dict:

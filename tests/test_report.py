@@ -318,6 +318,26 @@ def test_page_data_made_a_card_at_a_time_is_the_whole_embedded(tmp_path, capsys)
     assert str(_page_data({"insertions": []})) == '{"insertions":[],"rules":{},"steps":[]}'
 
 
+def test_large_markup_spliced_is_the_page_rendered_plainly(tmp_path, capsys):
+    """Note [large markup spliced]: the page with the data block and the tables' bodies put in
+    after rendering is the page jinja renders with them; a template that does not print a
+    marker as a piece of its own falls back to the plain render."""
+    from engine.report.html import _env, _render, page_view
+    rj = tmp_path / "r.json"
+    code, _, err = cli(["run", hostile_dump(tmp_path), "--passes", "mem_rw_conflict", "--rules", hostile_pack(tmp_path),
+                        "--report-json", rj, "--quiet"], capsys)
+    assert code == 0, err
+    report = json.loads(rj.read_text())
+    report["sections"].append({"id": "t", "title": "<mc-large-0>", "kind": "table", "data": {
+        "columns": ["<mc-large-1>"], "rows": [["<mc-large-0>"], [{"text": "x", "href": "#<mc-large-2>"}]]}})
+    template = _env().get_template("report.html.j2")
+    view = page_view(report)
+    page = _render(template, view)
+    assert page == template.render(**view) and "&lt;mc-large-0&gt;" in page and "<mc-large-" not in page
+    other = _env().from_string('{{ "[" ~ data ~ "]" }}|{% for s in sections %}{{ s.data.rows if s.kind == "table" }}{% endfor %}')
+    assert _render(other, view) == other.render(**view) and "<mc-large-" not in _render(other, view)
+
+
 def test_html_grows_linearly():
     base = report_for("RW-04.yaml")
     one = base["insertions"][0]

@@ -173,3 +173,24 @@ def test_pass_failure_is_an_error_result_and_only_sarif_is_written(tmp_path, cap
     assert run_["invocations"] == [{"executionSuccessful": False}]
     fail = [r for r in run_["results"] if r["level"] == "error"]
     assert len(fail) == 1 and fail[0]["ruleId"] == "PASS_FAILED" and "failed" in fail[0]["message"]["text"]
+
+
+def test_each_cited_file_is_resolved_once_a_log(example, monkeypatch):
+    """Note [artifacts resolved once]: the results cite a few files many times; each file name
+    is resolved once however many results cite it, and the log is the same."""
+    from engine.passes.catalog import load_pack
+    from engine.report.sarif import build_sarif
+    _, report, _ = example
+    pack = load_pack(ROOT / "rules" / "ge")
+    calls = []
+    resolve = Path.resolve
+    monkeypatch.setattr(Path, "resolve", lambda self, *a, **k: calls.append(str(self)) or resolve(self, *a, **k))
+    once = build_sarif(report, pack)
+    files = {str(c) for c in calls}
+    many = dict(report, insertions=report["insertions"] * 20, diagnostics=report["diagnostics"] * 20)
+    calls.clear()
+    build_sarif(many, pack)
+    assert len(calls) == len(set(calls)) == len(files)     # the pack folder, the working directory, each file
+    assert len(files) < len(report["insertions"]) + len(report["diagnostics"])
+    assert len(once["runs"][0]["results"]) == len(report["insertions"]) + len(report["diagnostics"])
+    assert build_sarif(report, pack) == once

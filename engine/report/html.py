@@ -67,8 +67,11 @@ _SPECIAL = re.compile("[&<>'\"]")
 
 def _esc(value) -> str:
     """markupsafe's escape (the template's autoescape), with no work for a string that needs none."""
-    if type(value) is str and _SPECIAL.search(value) is None:
-        return value
+    if type(value) is str:
+        if _SPECIAL.search(value) is None:
+            return value
+        return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("'", "&#39;") \
+            .replace('"', "&#34;")              # markupsafe's five, & first
     return str(escape(value))
 
 
@@ -103,11 +106,16 @@ def _table(data: dict) -> dict:
     for row in data.get("rows", []):
         cells = []
         for i, cell in enumerate(row):
-            parts = "<br>".join(map(_part, cell if isinstance(cell, list) else [cell]))
+            if type(cell) is str:
+                parts = _esc(cell)
+            elif isinstance(cell, list):
+                parts = "<br>".join(map(_part, cell))
+            else:
+                parts = _part(cell)
             cells.append(f'<td class="num">{parts}</td>' if i in numeric else f"<td>{parts}</td>")
-        rows.append(Markup("<tr>" + "".join(cells) + "</tr>"))
+        rows.append("      <tr>" + "".join(cells) + "</tr>")
     return {"columns": [{"text": c, "num": i in numeric} for i, c in enumerate(data.get("columns", []))],
-            "rows": rows}
+            "rows": Markup("\n".join(rows))}        # the tbody's lines, the last one's newline the template's
 
 
 def _counts(data: dict) -> dict:
@@ -275,4 +283,38 @@ def render_html(report: dict, ctx=None, times: bool = False) -> str:
     from run to run (without it the page is byte-identical, like the other outputs)."""
     seconds = [r.seconds for r in ctx.pass_runs] if ctx is not None and times else None
     with collector_paused():        # Note [report without the collector] in engine/report/model.py
-        return _env().get_template("report.html.j2").render(**page_view(report, seconds))
+        return _render(_env().get_template("report.html.j2"), page_view(report, seconds))
+
+
+def _render(template, view: dict) -> str:
+    """The template rendered with the view, the large markup (the data block, the tables'
+    bodies) put in as it is.
+
+    Note [large markup spliced]: jinja's autoescape passes every printed Markup through
+    markupsafe's escape, which returns a copy (Markup(value.__html__())): the data block and
+    the tables' bodies, ~60 MB of text at 100k nodes, were held twice while the page was
+    joined. They go to the template as markers instead — `<mc-large-N>`, which no escaped
+    value can equal (its `<` would be `&lt;`) and the template does not contain — and the
+    rendered pieces equal to a marker are replaced by the text itself. Should a marker not
+    come back as a piece of its own, the page is rendered the ordinary way."""
+    large: dict[str, str] = {}
+
+    def mark(value: str) -> Markup:
+        key = f"<mc-large-{len(large)}>"
+        large[key] = value
+        return Markup(key)
+
+    marked = dict(view, data=mark(view["data"]))
+    sections = []
+    for sec in view["sections"]:
+        if sec["kind"] == "table" and sec["data"]["rows"]:
+            sec = {**sec, "data": {**sec["data"], "rows": mark(sec["data"]["rows"])}}
+        sections.append(sec)
+    marked["sections"] = sections
+    pieces = list(template.generate(**marked))
+    at = [k for k, piece in enumerate(pieces) if piece in large]
+    if len(at) != len(large):
+        return template.render(**view)
+    for k in at:
+        pieces[k] = large[pieces[k]]
+    return "".join(pieces)

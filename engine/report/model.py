@@ -261,6 +261,9 @@ def default_sections(report: dict) -> list[dict]:
     return sections
 
 
+_NOT_DETAILS = frozenset(("code", "severity", "message", "pass", "cites"))
+
+
 def _diagnostics_table(report: dict) -> dict:
     """One row per diagnostic: its details under the message (inserted nodes link to
     their cards), and the rules it names, linked to their text."""
@@ -269,11 +272,16 @@ def _diagnostics_table(report: dict) -> dict:
     for k, d in enumerate(report["diagnostics"], 1):
         message: list = [d["message"]]
         for key, v in d.items():
-            if key in ("code", "severity", "message", "pass", "cites"):
+            if key in _NOT_DETAILS:
                 continue
-            message.append({"text": f"{key}: {show(v)[1:-1] if isinstance(v, list) else show(v)}", "note": True})
-            message += [{"text": f"card {x}", "href": "#" + x, "note": True}
-                        for x in (v if isinstance(v, list) else [v]) if isinstance(x, str) and x in inserted]
+            if isinstance(v, list):
+                message.append({"text": f"{key}: {show(v)[1:-1]}", "note": True})
+                message += [{"text": f"card {x}", "href": "#" + x, "note": True}
+                            for x in v if isinstance(x, str) and x in inserted]
+            else:
+                message.append({"text": f"{key}: {show(v)}", "note": True})
+                if isinstance(v, str) and v in inserted:
+                    message.append({"text": f"card {v}", "href": "#" + v, "note": True})
         rules = [{"text": c["rule"], "href": "#rule-" + c["loc"]} for c in d["cites"] if c["loc"] in report["rules"]]
         rows.append([{"text": d["code"], "id": f"diag-{k}", "href": f"#diag-{k}"},
                      {"text": d["severity"], "badge": d["severity"]}, d["pass"], message, rules])

@@ -27,7 +27,6 @@ The log is plain JSON with a stable order and no timings: byte-identical runs.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from pathlib import Path
 
@@ -35,6 +34,8 @@ import yaml
 
 from engine import __version__
 from engine.report.explain import is_rejected_step
+from engine.report.jsontext import indented
+from engine.report.model import collector_paused
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/sarif-v2.1.0.html"
@@ -57,6 +58,11 @@ def severity_rank(severity: str) -> int:
 def build_sarif(report: dict, pack, model=None, *, min_severity: str = "info", failure=None) -> dict:
     """The SARIF log of one run over `model` (for the graph nesting). `failure`: the
     PassFailure that stopped the run, if one did."""
+    with collector_paused():        # Note [report without the collector] in engine/report/model.py
+        return _build_sarif(report, pack, model, min_severity, failure)
+
+
+def _build_sarif(report: dict, pack, model, min_severity: str, failure) -> dict:
     log = _Log(report, pack, model)
     floor = severity_rank(min_severity)
     for d in report["diagnostics"]:
@@ -72,7 +78,8 @@ def build_sarif(report: dict, pack, model=None, *, min_severity: str = "info", f
 
 
 def sarif_json(log: dict) -> bytes:
-    return (json.dumps(log, indent=1, ensure_ascii=False) + "\n").encode()
+    """json.dumps(log, indent=1, ensure_ascii=False) and a newline, as UTF-8 (Note [indented JSON])."""
+    return indented(log, 1)
 
 
 class _Log:
@@ -84,6 +91,11 @@ class _Log:
         self.rules: dict[str, dict] = {}           # rule id → reportingDescriptor
         self.rule_index: dict[str, int] = {}
         self.artifacts: dict[tuple, int] = {}      # (uri, base) → index
+        # Note [artifacts resolved once]: every result, step and cite names a file of a few (the
+        # pack's, the input); resolving the name (a stat per path part) for each of them was
+        # half of build_sarif at 100k nodes. The working directory and the files do not change
+        # while one log is built, so a name resolves to the same place throughout.
+        self.uris: dict[str, tuple] = {}           # file as cited → (uri, base)
         self.logical: dict[str, int] = {}          # fully qualified name → index
         self.logical_list: list[dict] = []
         self.results: list[dict] = []
@@ -94,11 +106,8 @@ class _Log:
     # ---- locations --------------------------------------------------------------
     def artifact(self, file: str) -> dict:
         """An artifactLocation: relative to the pack folder, else the working directory, else absolute."""
-        path = Path(file)
-        full = (path if path.is_absolute() else self.cwd / path).resolve()
-        uri, base = _relative(full, self.pack_dir, PACK_BASE) or _relative(full, self.cwd, SRC_BASE) \
-            or (full.as_uri(), None)
-        key = (uri, base)
+        key = self.artifact_uri(file)
+        uri, base = key
         if key not in self.artifacts:
             self.artifacts[key] = len(self.artifacts)
         out = {"uri": uri, "index": self.artifacts[key]}
@@ -301,8 +310,13 @@ class _Log:
         return self.artifact_uri(self.report["input"]) == (uri, base)
 
     def artifact_uri(self, file: str) -> tuple:
-        full = (Path(file) if Path(file).is_absolute() else self.cwd / file).resolve()
-        return _relative(full, self.pack_dir, PACK_BASE) or _relative(full, self.cwd, SRC_BASE) or (full.as_uri(), None)
+        """(uri, uri base) of a file, resolved once a log (Note [artifacts resolved once])."""
+        key = self.uris.get(file)
+        if key is None:
+            full = (Path(file) if Path(file).is_absolute() else self.cwd / file).resolve()
+            key = self.uris[file] = _relative(full, self.pack_dir, PACK_BASE) or _relative(full, self.cwd, SRC_BASE) \
+                or (full.as_uri(), None)
+        return key
 
 
 def _relative(full: Path, base: Path, base_id: str) -> tuple[str, str] | None:

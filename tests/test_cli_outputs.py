@@ -311,3 +311,22 @@ def test_a_failure_after_staging_leaves_no_temporary(tmp_path, capsys, monkeypat
     code, _, _ = run(RUN + ["--out", tmp_path / "g.pb", "--report-json", tmp_path / "r.json"], capsys)
     assert code != 0
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_json_report_is_written_before_the_page_is_made(tmp_path, capsys, monkeypatch):
+    """Each output goes to its temporary as soon as it is made (the JSON bytes are not held
+    while the HTML page is rendered); the targets appear together at the end."""
+    import engine.report.html as html
+    graph, rj, page = tmp_path / "g.pbtxt", tmp_path / "r.json", tmp_path / "r.html"
+    seen = []
+    real_render = html.render_html
+
+    def render(*a, **k):
+        seen.append((leftovers(tmp_path), rj.exists()))
+        return real_render(*a, **k)
+    monkeypatch.setattr(html, "render_html", render)
+    code, _, _ = run(RUN + ["--out", graph, "--report-json", rj, "--report-html", page, "--quiet"], capsys)
+    assert code == 0
+    ((temps, target_there),) = seen
+    assert sorted(t.split(".")[1] for t in temps) == ["g", "r"] and not target_there
+    assert graph.exists() and rj.exists() and page.exists() and leftovers(tmp_path) == []

@@ -157,10 +157,12 @@ def cmd_run(args) -> int:
             if var:
                 outputs.append((args.var_state, var.encoded()))
             if args.out:
-                if is_binary_path(args.out):        # written now, not held (Note [spilled graphs])
+                # each output is written to its temporary as soon as it is made, not held until the
+                # renames (Note [spilled graphs]: a binary model is written as it is serialized)
+                if is_binary_path(args.out):
                     outputs.append((args.out, files.stage(args.out, model_chunks(ctx.model, files.folder(args.out)))))
                 else:
-                    outputs.append((args.out, model_to_text(serialize_model(ctx.model))))
+                    outputs.append((args.out, files.stage(args.out, model_to_text(serialize_model(ctx.model)))))
             report = build_report(ctx, display_path(args.graph), before)
             runtime = runtime_section(args, ctx, report)
             if ctx.budgets:
@@ -172,10 +174,10 @@ def cmd_run(args) -> int:
                 report["near_misses"] = near_misses(ctx, probe)
                 report["sections"].append(near_miss_section(report["near_misses"]))
             if args.report_json:
-                outputs.append((args.report_json, report_json(report)))
+                outputs.append((args.report_json, files.stage(args.report_json, report_json(report))))
             if args.report_html:
                 from engine.report.html import render_html
-                outputs.append((args.report_html, render_html(report, ctx, args.times).encode()))
+                outputs.append((args.report_html, files.stage(args.report_html, render_html(report, ctx, args.times).encode())))
             outputs += findings.outputs(args, ctx, report)
             weights.write(files, outputs)
         finally:

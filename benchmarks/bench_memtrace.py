@@ -30,7 +30,8 @@ if str(ROOT) not in sys.path:
 from engine.cli.runtime_mem import _dump  # noqa: E402  (the command's own writer)
 from engine.runtime.memtrace import simulate  # noqa: E402
 from engine.pack.runtime_memory import default_rules  # noqa: E402
-from engine.runtime.tracefile import load_trace, no_gc  # noqa: E402
+from engine.core.gcpause import no_gc  # noqa: E402
+from engine.runtime.tracefile import load_trace  # noqa: E402
 
 STREAMS = 4
 

@@ -53,12 +53,13 @@ def _dump(obj) -> bytes:
 
 def cmd_memtrace(args) -> int:
     from engine.runtime.memtrace import simulate
-    from engine.runtime.tracefile import load_trace, no_gc
+    from engine.core.gcpause import no_gc
+    from engine.runtime.tracefile import load_trace
     files = Outputs()
     files.claim("--html", args.html)
     files.claim("-", STDOUT)
     rules = _rules(args.rules)
-    # Note [gc] (engine/runtime/tracefile.py): off for the whole command, not per phase — each
+    # Note [gc] (engine/core/gcpause.py): off for the whole command, not per phase — each
     # time it came back on, its next pass walked every object the phase before had made; and
     # what the run made is frozen at the end, as `run` freezes its model, so the collection at
     # interpreter exit does not walk it either.

@@ -13,7 +13,6 @@ when present, subgraphs are linked by `OpDef.subgraph_name` from the root.
 from __future__ import annotations
 
 import functools
-import gc
 import os
 import re
 import subprocess
@@ -25,6 +24,7 @@ from typing import Iterable, Iterator
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
+from engine.core.gcpause import no_gc
 from engine.core.errors import InputError, Loc, Problem, display_path
 from engine.core.wire import parse_binary as wire_parse
 from engine.core.graph import Graph, Model, Node
@@ -143,15 +143,8 @@ def load_model(path: str | Path) -> Model:
 
 
 def build_model(proto: pb.ModelDef, file: str = "<memory>") -> Model:
-    # Note [gc]: building allocates ~5 objects per node and frees none; the cyclic
-    # collector's full passes over them would make loading superlinear
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with no_gc():       # Note [gc]: building allocates ~5 objects per node and frees none
         return _build_model(proto, file)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _build_model(proto: pb.ModelDef, file: str) -> Model:

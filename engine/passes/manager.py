@@ -7,7 +7,6 @@ runs in order, each step gated by its DSL `gate` over the options.
 """
 from __future__ import annotations
 
-import gc
 import time
 
 from engine.passes.context import Diagnostic, PassRun, RunContext
@@ -17,6 +16,7 @@ from engine.core.graph import Model
 from engine.pack.model import Pack, PassSpec
 from engine.dsl.library import bound_functions
 from engine.core.surgery import find_cycle
+from engine.core.gcpause import no_gc
 
 
 def resolve_passes(pack: Pack, ids: list[str] | None, options: dict[str, str]) -> list[PassSpec]:
@@ -60,14 +60,9 @@ def check_graph(ctx: RunContext) -> None:
         loop_edge = comp.function(spec.loop_back_edge_from, ("node",))
     ctx.model.loop_back_source = loop_edge
     problems = []
-    gc_was = gc.isenabled()
-    gc.disable()        # Note [gc]: the cycle search keeps a list per node; collections over them grew as N^1.4
-    try:
+    with no_gc():       # Note [gc]: the cycle search keeps a list per node; collections over them grew as N^1.4
         cycles = [(g, find_cycle(g, (lambda a, b: loop_edge(a)) if loop_edge else (lambda a, b: False)))
                   for g in ctx.model.graph_order]
-    finally:
-        if gc_was:
-            gc.enable()
     for g, cycle in cycles:
         if cycle:
             names = ", ".join(n.name for n in cycle[:6]) + (" ..." if len(cycle) > 6 else "")
@@ -86,24 +81,20 @@ def run_passes(ctx: RunContext, passes: list[PassSpec]) -> None:
         done_before = len(ctx.insertions), len(ctx.removals)
         t0 = time.perf_counter()
         status, message = "ok", ""
-        gc_was = gc.isenabled()
-        gc.disable()        # Note [gc]: passes allocate much and free little; collect once after
-        try:
-            algo.run(ctx, ctx.model.root, cfg, spec)
-            if spec.scope == "graph":
-                graphs += ctx.model.all_subgraphs()
-                for g in graphs[1:]:
-                    algo.run(ctx, g, cfg, spec)
-        except PassFailure as exc:
-            if spec.on_failure == "fail":
-                exc.context = ctx          # what the run had done (run --sarif records the failure)
-                raise
-            status, message = "warned", str(exc)
-            ctx.diagnostics.append(Diagnostic("PASS_FAILED", "warning", str(exc), spec.id,
-                                              {"node": exc.node} if exc.node else {}))
-        finally:
-            if gc_was:
-                gc.enable()
+        with no_gc():       # Note [gc]: passes allocate much and free little
+            try:
+                algo.run(ctx, ctx.model.root, cfg, spec)
+                if spec.scope == "graph":
+                    graphs += ctx.model.all_subgraphs()
+                    for g in graphs[1:]:
+                        algo.run(ctx, g, cfg, spec)
+            except PassFailure as exc:
+                if spec.on_failure == "fail":
+                    exc.context = ctx          # what the run had done (run --sarif records the failure)
+                    raise
+                status, message = "warned", str(exc)
+                ctx.diagnostics.append(Diagnostic("PASS_FAILED", "warning", str(exc), spec.id,
+                                                  {"node": exc.node} if exc.node else {}))
         ctx.pass_runs.append(PassRun(spec.id, ctx.model.root.name, time.perf_counter() - t0,
                                      len(ctx.insertions) - done_before[0], len(ctx.removals) - done_before[1],
                                      status, message))

@@ -22,8 +22,8 @@ import re
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup, escape
 
+from engine.core.gcpause import no_gc
 from engine.report.explain import is_rejected_step
-from engine.report.model import collector_paused
 from engine.report.neighbourhood import NODE_H, layout, undo
 from engine.core.resources import data_dir, template_cache
 
@@ -282,7 +282,7 @@ def render_html(report: dict, ctx=None, times: bool = False) -> str:
     """The page; with `times` (run --times) each pass's time too, so the page then differs
     from run to run (without it the page is byte-identical, like the other outputs)."""
     seconds = [r.seconds for r in ctx.pass_runs] if ctx is not None and times else None
-    with collector_paused():        # Note [report without the collector] in engine/report/model.py
+    with no_gc():        # Note [report without the collector] in engine/report/model.py
         return _render(_env().get_template("report.html.j2"), page_view(report, seconds))
 
 

@@ -33,9 +33,9 @@ from pathlib import Path
 import yaml
 
 from engine import __version__
+from engine.core.gcpause import no_gc
 from engine.report.explain import is_rejected_step
 from engine.report.jsontext import indented
-from engine.report.model import collector_paused
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/sarif-v2.1.0.html"
@@ -58,7 +58,7 @@ def severity_rank(severity: str) -> int:
 def build_sarif(report: dict, pack, model=None, *, min_severity: str = "info", failure=None) -> dict:
     """The SARIF log of one run over `model` (for the graph nesting). `failure`: the
     PassFailure that stopped the run, if one did."""
-    with collector_paused():        # Note [report without the collector] in engine/report/model.py
+    with no_gc():        # Note [report without the collector] in engine/report/model.py
         return _build_sarif(report, pack, model, min_severity, failure)
 
 

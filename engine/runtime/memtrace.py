@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from engine.runtime.mif import Mif, bits_of, to_all_bit
 from engine.runtime.msalloc import Block, BlockPool, GeFailure, L1, Mem, Tensor, World
-from engine.runtime.tracefile import Trace, no_gc
+from engine.core.gcpause import no_gc
+from engine.runtime.tracefile import Trace
 
 
 class Event:

@@ -5,11 +5,10 @@ defines them, streams inside the run. Errors are collected with their JSON path 
 a 10^6-op trace loads at json.loads speed)."""
 from __future__ import annotations
 
-import gc
 import json
-from contextlib import contextmanager
 from pathlib import Path
 
+from engine.core.gcpause import no_gc
 from engine.core.errors import InputError, Loc, Problem, did_you_mean, display_path
 from engine.core.yamlloc import YList, YMap, load_yaml
 
@@ -70,20 +69,6 @@ class Trace:
     def __init__(self, streams, l1_capacity, placement, events, ops, file) -> None:
         self.streams, self.l1_capacity, self.placement = streams, l1_capacity, placement
         self.events, self.ops, self.file = events, ops, file
-
-
-@contextmanager
-def no_gc():
-    """Note [gc]: reading and running a trace makes millions of objects and frees few; the
-    cyclic collector's full passes over them would cost more than the work (as in
-    engine/core/dumpio.py). The collector is off inside and back as it was after."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def load_trace(path: str, rules) -> Trace:

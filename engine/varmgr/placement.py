@@ -6,12 +6,12 @@ AssignMemory2HasRefAttrNode on one model in one session, writes output offsets
 """
 from __future__ import annotations
 
-import gc
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from engine.core.attrs import typed_attr
+from engine.core.gcpause import no_gc
 from engine.core.graph import Model, Node
 from engine.varmgr import getypes as t
 from engine.varmgr.desc import DescCache, TensorDesc, desc_from_proto
@@ -97,9 +97,7 @@ def plan_graph(model: Model, mgr: VarManager, graph_id: int) -> GraphPlan:
     # Note [no collector during planning]: planning makes a few records per variable and no
     # reference cycles, so the cyclic collector only re-scans the growing maps (a fifth of
     # the time at 10^5 variables, more beyond); it is paused while one graph is planned.
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with no_gc():
         # one GetAllNodes snapshot (the steps add no nodes); without subgraphs, the root's nodes
         nodes = list(model.root.nodes()) if len(model.graphs) == 1 else model.all_nodes()
         batch = register_batch_variables(model, mgr, nodes)
@@ -108,9 +106,6 @@ def plan_graph(model: Model, mgr: VarManager, graph_id: int) -> GraphPlan:
         entries = assign_static_memory(model, mgr, graph_id, descs, nodes, addrs)
         broadcasts = assign_var_attr_to_nodes(model, mgr, graph_id, descs, nodes, addrs)
         assign_memory_to_ref_attr_nodes(model, mgr, nodes)
-    finally:
-        if paused:
-            gc.enable()
     return GraphPlan(graph_id, model.root.name, tuple(entries), tuple(broadcasts), batch)
 
 

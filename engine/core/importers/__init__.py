@@ -4,10 +4,10 @@ models, Caffe networks, torch.export programs (.pt2); the format from the conten
 (engine/core/importers/detect.py) unless `--from` names it."""
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 
 from engine.core.errors import InputError, Loc, Problem, display_path
+from engine.core.gcpause import no_gc
 from engine.core.importers.detect import FORMATS, detect
 
 
@@ -30,15 +30,8 @@ def load_model_file(path: str | Path, pack=None, fmt: str | None = None, weights
     """(Model, notes) of any supported model file; notes are (kind, text) pairs that the
     report shows (derived attributes, port names from the pack, ops without IR).
     `weights`: a Caffe network's .caffemodel."""
-    # Note [gc] (engine/core/dumpio.py): an import allocates a few objects per node and
-    # frees none; the cyclic collector's full passes over them would be superlinear
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with no_gc():       # Note [gc] (engine/core/gcpause.py): an import allocates a few objects per node
         return _load(path, pack, fmt, weights)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _load(path, pack, fmt, weights=None):

@@ -129,22 +129,17 @@ class SymbolBuilder:
         self._rfi[out] = k
         return k
 
-    def ref_from_other(self, out: OutAnchor) -> OutAnchor | None:
-        a, _ = self.f_rfo(out.node, out)
-        return a if isinstance(a, OutAnchor) else None
-
     def build(self, model: Model, graph: Graph) -> SymbolTable:
         t = SymbolTable()
         of, anchors = t.of, t.anchors
         merge, f_rfo, memo = self.p["merge"], self.f_rfo, self._rfi
         for node in model.all_nodes(graph):
-            # Note [plain symbol step]: for a node of `graph` itself that is no merge (nearly
-            # all) the steps of _inputs' last loop and of _outputs run inline, in their order,
-            # so the same symbols are made under the same names; anything else goes through
-            # _inputs (which tests `merge` again: a predicate, no effect)
-            if node.graph is not graph or merge(node):
-                self._inputs(t, node, graph)
-            else:
+            # Note [plain symbol step]: the inputs of a node that is no subgraph boundary and no
+            # merge (nearly all) join their producers' symbols, and then every node's outputs
+            # are placed, both inline here (no call per node or anchor); the special inputs
+            # are _special_inputs' (which tests `merge` again: a predicate, no effect)
+            special = (node.graph is not graph or merge(node)) and self._special_inputs(t, node, graph)
+            if not special:
                 for a in node.ins:
                     p = a.peer
                     if p is None:
@@ -184,7 +179,10 @@ class SymbolBuilder:
         s = t.of.get(o)
         return s if s is not None else t.new(o)
 
-    def _inputs(self, t: SymbolTable, node: Node, graph: Graph) -> None:
+    def _special_inputs(self, t: SymbolTable, node: Node, graph: Graph) -> bool:
+        """The symbols of a subgraph NetOutput's or Data's inputs, or a merge's; False (and
+        nothing done) for any other node, whose inputs are the plain step (Note [plain
+        symbol step])."""
         pidx = self.cfg.parent_index_attr
         parent = node.graph.parent_node
         if node.graph is not graph and parent is not None:
@@ -198,12 +196,12 @@ class SymbolBuilder:
                         continue
                     sym = t.union(self._sym_of_out(t, a.peer), self._sym_of_out(t, parent.outs[p]))
                     t.add(a, sym)
-                return
+                return True
             if self.p["subgraph_data"](node):
                 p = node_attr(node, pidx)
                 if isinstance(p, int) and 0 <= p < len(parent.ins) and parent.ins[p].peer is not None and node.ins:
                     t.add(node.ins[0], self._sym_of_out(t, parent.ins[p].peer))
-                return
+                return True
         if self.p["merge"](node):
             sources = []
             for a in node.ins:
@@ -218,36 +216,14 @@ class SymbolBuilder:
             if not syms:
                 for a in node.ins:
                     t.new(a)
-                return
+                return True
             big = max(syms, key=lambda s: len(t.anchors[s]))   # first of the largest
             for s in syms:
                 big = t.union(s, big) if s in t.anchors and s != big else big
             for a in node.ins:
                 t.add(a, big)
-            return
-        for a in node.ins:
-            if a.peer is not None:
-                t.add(a, self._sym_of_out(t, a.peer))
-            else:
-                t.new(a)
-
-    def _outputs(self, t: SymbolTable, node: Node) -> None:
-        of = t.of
-        for o in node.outs:
-            if o in of:
-                continue
-            other = self.ref_from_other(o)
-            if other is not None:
-                t.add(o, self._sym_of_out(t, other))
-            k = self.ref_from_input(o)
-            if k is not None and 0 <= k < len(node.ins) and node.ins[k] in t.of:
-                src = t.of[node.ins[k]]
-                if o in t.of:
-                    t.union(t.of[o], src)
-                else:
-                    t.add(o, src)
-            if o not in t.of:
-                t.new(o)
+            return True
+        return False
 
 
 def symbol_builder(ctx) -> SymbolBuilder:

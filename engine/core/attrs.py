@@ -18,6 +18,7 @@ Without it an empty list is a list of ints, GE's own default.
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from engine.proto import ge_ir_pb2 as pb
@@ -80,11 +81,64 @@ def _node_of(x):
     return x if hasattr(x, "op") else getattr(x, "node", None)
 
 
+# Note [attribute key sets]: the passes ask a node for attributes millions of times and
+# nearly always for one it does not carry (97 % of attr_true's calls on a training step);
+# each ask is two upb reads (the map, then the key, 0.5-0.8 us at 100k nodes). A node keeps
+# the set of its op's attribute keys once read (`Node.akeys`), interned, so the few dozen
+# distinct sets of a graph are shared and a node pays one pointer. The set is only a
+# filter: values are still read from the op. Whatever adds or deletes an attribute of a
+# graph node's op calls attrs_changed(node) (set_node_attr does both); an op not yet in a
+# node needs nothing. MEMCONFLICT_VERIFY_CACHES=1 checks every read against the op
+# (tests/test_attr_keys.py runs the pipeline so), which catches a write that forgot to.
+_KEYSETS: dict[frozenset, frozenset] = {}
+_KEYSETS_MAX = 1 << 16       # interning is a saving only: a graph of unique key sets resets it
+VERIFY_CACHES = os.environ.get("MEMCONFLICT_VERIFY_CACHES") == "1"
+_SHADOW: dict = {}           # verify mode: node → the key set a cached read would use
+
+
+def attr_keys(n) -> frozenset:
+    """The attribute keys of graph node `n`'s op (Note [attribute key sets])."""
+    ks = n.akeys
+    if ks is None:
+        ks = frozenset(n.op.attr)
+        hit = _KEYSETS.get(ks)
+        if hit is None:
+            if len(_KEYSETS) >= _KEYSETS_MAX:
+                _KEYSETS.clear()
+            _KEYSETS[ks] = ks
+        else:
+            ks = hit
+        if VERIFY_CACHES:
+            held = _SHADOW.get(n)
+            if held is not None and held != ks:
+                raise AssertionError(f"node {n.name}: its op's attribute keys changed without attrs_changed "
+                                     f"(added {sorted(ks - held)}, removed {sorted(held - ks)})")
+            _SHADOW[n] = ks          # n.akeys stays None, so every read comes here
+        else:
+            n.akeys = ks
+    return ks
+
+
+def attrs_changed(n) -> None:
+    """An attribute of graph node `n`'s op was added or deleted (Note [attribute key sets])."""
+    n.akeys = None
+    if VERIFY_CACHES:
+        _SHADOW.pop(n, None)
+
+
+def set_node_attr(node, key: str, value: Any, kind: str | None = None) -> None:
+    """set_attr on a graph node's op."""
+    write_attr(node.op.attr[key], value, kind)
+    attrs_changed(node)
+
+
 def node_attr(node, key: str) -> Any:
     kind = getattr(node, "is_node", None)       # _node_of, inline (see Note [is_node])
     n = node if kind is True else node.node if kind is False else _node_of(node)
     if n is None:
         return None
+    if kind is not None:
+        return attr_value(n.op.attr[key]) if key in (n.akeys or attr_keys(n)) else None
     attrs = n.op.attr           # one map access (each costs as much as the lookup)
     return attr_value(attrs[key]) if key in attrs else None
 

@@ -24,6 +24,7 @@ from typing import Iterable, Iterator
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
+from engine.core.attrs import attrs_changed
 from engine.core.gcpause import no_gc
 from engine.core.errors import InputError, Loc, Problem, display_path
 from engine.core.wire import parse_binary as wire_parse
@@ -214,6 +215,7 @@ def _build_edges(g: Graph, model: Model, problems: list[Problem]) -> None:
         if PEER_INDEX_ATTR in attrs:
             vals = list(attrs[PEER_INDEX_ATTR].list.i)
             del attrs[PEER_INDEX_ATTR]
+            attrs_changed(n)
             model.emit_peer_index = True
             if len(vals) == len(entries):
                 peer_idx = vals
@@ -415,6 +417,7 @@ def _rewrite_inputs(n: Node, positions: _Positions | None) -> None:
         lst.Clear()
         lst.i.extend(peer_pos)
         lst.val_type = pb.AttrDef.ListValue.VT_LIST_INT
+        attrs_changed(n)        # the key is back (Note [attribute key sets])
 
 
 def serialize_model(model: Model) -> bytes:

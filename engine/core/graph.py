@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from typing import Iterator
 
-from engine.core.attrs import set_attr
+from engine.core.attrs import attr_keys, attrs_changed, set_attr
 from engine.proto import ge_ir_pb2 as pb
 
 # Note [port names]: GE's dump names ports in two parallel list attributes per side.
@@ -92,7 +92,7 @@ class OutAnchor:
 
 class Node:
     __slots__ = ("name", "type", "op", "graph", "ins", "outs", "in_ctrl", "out_ctrl", "out_ctrl_set",
-                 "subgraphs", "prev", "next", "dirty", "_ports", "alive")
+                 "subgraphs", "prev", "next", "dirty", "_ports", "alive", "akeys")
     is_node = True          # Note [is_node] in engine/core/attrs.py
 
     def __init__(self, op: pb.OpDef, graph: "Graph"):
@@ -114,6 +114,7 @@ class Node:
         self.dirty = False      # inputs changed: OpDef.input is rewritten on save
         self._ports = None
         self.alive = True
+        self.akeys = None
 
     # ---- identity -------------------------------------------------------
     @property
@@ -130,11 +131,12 @@ class Node:
     # ---- attributes (op-level) ------------------------------------------
     def attr(self, key: str):
         """The AttrDef for `key`, or None."""
-        attrs = self.op.attr
-        return attrs[key] if key in attrs else None
+        if key not in (self.akeys or attr_keys(self)):
+            return None
+        return self.op.attr[key]
 
     def has_attr(self, key: str) -> bool:
-        return key in self.op.attr
+        return key in (self.akeys or attr_keys(self))
 
     # ---- port names (from _input_name_key/_value, _output_name_key/_value) ----
     def ports(self) -> tuple[dict[str, int], dict[str, int]]:
@@ -160,6 +162,7 @@ class Node:
         """Name the ports as GE's dump does (`_input_name_key/_value`, ...)."""
         write_port_names(self.op, inputs, outputs)
         self._ports = None
+        attrs_changed(self)
 
     # ---- neighbourhood --------------------------------------------------
     def data_consumers(self) -> list["Node"]:

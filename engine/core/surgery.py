@@ -8,6 +8,7 @@ from __future__ import annotations
 import heapq
 from typing import Callable, Iterable
 
+from engine.core.attrs import attrs_changed
 from engine.core.graph import Graph, InAnchor, Model, Node, OutAnchor, write_port_names
 from engine.proto import ge_ir_pb2 as pb
 
@@ -147,6 +148,7 @@ def inherit_attrs(dst: Node, src: Node, keys: Iterable[str]) -> None:
     for key in keys:
         if key in src.op.attr and key not in dst.op.attr:
             dst.op.attr[key].CopyFrom(src.op.attr[key])
+            attrs_changed(dst)
 
 
 def insert_before(dst: InAnchor, op: pb.OpDef, *, in_idx: int = 0, out_idx: int = 0,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine.core.attrs import _node_of, attr_value, desc_attr, node_attr
+from engine.core.attrs import _node_of, attr_keys, attr_value, desc_attr, node_attr
 from engine.dsl.compiler import Primitive
 from engine.dsl.types import parse_sig
 
@@ -115,9 +115,8 @@ def _engine_reader(ctx):
         n = node if kind is True else node.node if kind is False else _node_of(node)
         if n is None:
             return ""
-        attrs = n.op.attr
-        if key in attrs:
-            v = attr_value(attrs[key])
+        if key in (n.akeys or attr_keys(n)):
+            v = attr_value(n.op.attr[key])
             if isinstance(v, str) and v:
                 return v
         t = n.type
@@ -132,12 +131,9 @@ def _attr_true(node, key: str) -> bool:
     """node_attr(node, key) is True, without decoding: only a `b` field holds True."""
     kind = getattr(node, "is_node", None)       # Note [is_node] in engine/core/attrs.py
     n = node if kind is True else node.node if kind is False else _node_of(node)
-    if n is None:
+    if n is None or key not in (n.akeys or attr_keys(n)):
         return False
-    attrs = n.op.attr
-    if key not in attrs:
-        return False
-    a = attrs[key]
+    a = n.op.attr[key]
     return a.WhichOneof("value") == "b" and a.b is True
 
 

@@ -33,7 +33,7 @@ from engine.core.graph import Graph, InAnchor, Node, OutAnchor
 from engine.passes.insertion import InsertSpec, apply_neighbour_attrs, build_op
 from engine.dsl.ast import dsl_literal
 from engine.dsl.library import PrimSpec, register
-from engine.core.attrs import attr_value, write_attr
+from engine.core.attrs import attr_value, attrs_changed, write_attr
 from engine.proto import ge_ir_pb2 as pb
 from engine.passes.surgery_hooks import SurgeryHooks
 
@@ -270,6 +270,7 @@ class Rewriter:
 
     def set_attr(self, node: Node, key: str, value) -> Node:
         write_attr(node.op.attr[key], value)
+        attrs_changed(node)
         self._diag(node, f"{node.name}: attribute {key} = {dsl_literal(value)}", {"attr": key, "value": value})
         return node
 
@@ -277,6 +278,7 @@ class Rewriter:
         old = attr_value(node.attr(key))
         new = (list(old) if isinstance(old, list) else []) + list(values or [])
         write_attr(node.op.attr[key], new)
+        attrs_changed(node)
         self._diag(node, f"{node.name}: attribute {key} = {dsl_literal(new)}", {"attr": key, "value": new})
         return node
 

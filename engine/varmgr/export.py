@@ -20,7 +20,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from engine.core.attrs import set_attr, typed_attr
+from engine.core.attrs import attrs_changed, set_attr, set_node_attr, typed_attr
 from engine.core.graph import Model, Node
 from engine.varmgr.desc import desc_from_proto
 from engine.varmgr.extpolicy import ExternalPolicy
@@ -61,7 +61,7 @@ def compute_hashes(model: Model, ext: ExternalPolicy) -> None:
         weight = typed_attr(node.op.attr, ex.weights, "t")
         if weight is None or _is_empty_tensor(weight):
             continue                                           # "weight is null or empty tensor"
-        set_attr(node.op.attr, ex.sha256, ge_sha256_hex(bytes(weight.data)), "s")
+        set_node_attr(node, ex.sha256, ge_sha256_hex(bytes(weight.data)), "s")
 
 
 def const_nodes(model: Model, ext: ExternalPolicy) -> list[tuple[Node, bytes, str]]:
@@ -215,6 +215,7 @@ def _convert(node: Node, data: bytes, digest: str, where: tuple[str, int], ext: 
         set_attr(op.attr, keys.shape, list(td.shape.dim), "list_i")
         origin = desc_from_proto(td, "").origin_dims
         set_attr(op.attr, keys.original_shape, list(origin or ()), "list_i")
+    attrs_changed(node)
     return Converted(old, node.name, node.graph.name, file, offset, len(data))
 
 

@@ -39,7 +39,7 @@ from engine.core.graph import Graph, Node
 from engine.pack.model import Pack
 from engine.pack.loader import parse_rule_expr, register_rule_id
 from engine.dsl.library import bound_functions
-from engine.core.attrs import attr_value, set_attr, typed_attr
+from engine.core.attrs import attr_value, attrs_changed, set_attr, set_node_attr, typed_attr
 from engine.dsl.queries import QUERY_PRIMITIVES
 from engine.core.schema import Reader
 from engine.core.yamlloc import span_of
@@ -260,7 +260,7 @@ class AtomicPass:
 
     def mark(self, node: Node, key: str, why: str) -> None:
         old = typed_attr(node.op.attr, key, "b") if key in node.op.attr else None
-        set_attr(node.op.attr, key, True)
+        set_node_attr(node, key, True)
         if old is not True:
             self.ctx.diagnostics.append(Diagnostic("ATTR_SET", "info", f"{node.name}: attribute {key} = true", self.spec.id,
                                                    {"node": node.name, "graph": node.graph.name, "attr": key,
@@ -391,6 +391,7 @@ class AtomicPass:
         key = self.cfg.stream_label_attr
         if self.state.loop and typed_attr(node.op.attr, key, "s") is not None:
             clean.op.attr[key].CopyFrom(node.op.attr[key])
+            attrs_changed(clean)
 
     def add_clean(self, kind: str, index: int) -> Node:
         """InsertAtomicMemsetNode + the caller's renaming (the pack's `names`); AddNodeFront."""

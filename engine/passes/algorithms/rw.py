@@ -27,7 +27,7 @@ from engine.passes.insertion import InsertSpec, build_op, load_insert_spec
 from engine.pack.model import Pack, Rule
 from engine.pack.loader import load_rules, parse_rule_expr
 from engine.dsl.library import PrimSpec, bound_functions, register as register_functions
-from engine.core.attrs import node_attr, set_attr, typed_attr
+from engine.core.attrs import node_attr, set_node_attr, typed_attr
 from engine.pack.rulelist import check_rules, compile_rules
 from engine.core.schema import Reader, str_list
 from engine.core.yamlloc import span_of
@@ -322,7 +322,7 @@ class RWPass:
                 self.ref_out.setdefault(node, {})[out_idx] = in_idx
                 self.ref_in.setdefault(node, {})[in_idx] = out_idx
                 if self.cfg.reference_attr:
-                    set_attr(node.op.attr, self.cfg.reference_attr, True)
+                    set_node_attr(node, self.cfg.reference_attr, True)
 
     # ---- subgraph propagation (MarkRWTypeForAllSubgraph) ----------------------------
     def mark_subgraphs(self) -> None:

@@ -313,12 +313,13 @@ class LayoutPass:
         self.sym = symbol_builder(ctx)
         self.table: SymbolTable | None = None
         self.graph: Graph | None = None
-        self.marks: dict[Any, list[str]] = {}
+        self.marks: dict[Any, tuple[str, ...]] = {}     # Note [shared mark tuples]
+        self._tuples: dict[tuple, tuple] = {}
         self._active_cache: dict = {}
         self._plans: dict = {}          # distinct mark lists of a symbol, in order → their partners (_pairs)
         consts = {a: a for a in cfg.attributes}
         own = {
-            "marks": lambda a: self.marks.get(a, []),
+            "marks": lambda a: list(self.marks.get(a, ())),
             "has_mark": lambda a, m: m in self.marks.get(a, ()),
             "ref_from_input": lambda a: None if a is None or not a.is_out else self.sym.ref_from_input(a),
             "same_symbol": self._same_symbol,
@@ -466,28 +467,32 @@ class LayoutPass:
             self._mark_side(node, g, outs, alone_side, [f(node, None, g) for f in out_fs], self.cfg.output_default)
 
     def _mark_side(self, node, g, anchors, side, level, default) -> None:
+        # Note [shared mark tuples]: an anchor's marks are a tuple, one object for every
+        # anchor with the same marks (a graph has a few dozen distinct lists; a list per
+        # anchor was 300k objects at 100k nodes, made, converted to tuples by _pairs, freed)
         seq, per_anchor = side
-        marks = self.marks
+        marks, tuples = self.marks, self._tuples
         if any(level):
             # the marks in order: node-level ones that hold, per-anchor conditions in place
             items = [(attr, f) for attr, k, f in seq if f is not None or level[k]]
             fixed = all(f is None for _, f in items)
         else:
             items, fixed = per_anchor, not per_anchor       # no node-level condition holds
-        if not items:
+        if not items or fixed:
+            t = tuple(attr for attr, _ in items) if items else (default,)
+            t = tuples.setdefault(t, t)
             for a in anchors:
-                marks[a] = [default]
-        elif fixed:
-            out = [attr for attr, _ in items]
-            for a in anchors:
-                marks[a] = list(out)
+                marks[a] = t
         elif len(items) == 1:
             attr, f = items[0]
+            yes, no = (attr,), (default,)
+            yes, no = tuples.setdefault(yes, yes), tuples.setdefault(no, no)
             for a in anchors:
-                marks[a] = [attr] if f(node, a, g) else [default]
+                marks[a] = yes if f(node, a, g) else no
         else:
             for a in anchors:
-                marks[a] = [attr for attr, f in items if f is None or f(node, a, g)] or [default]
+                t = tuple([attr for attr, f in items if f is None or f(node, a, g)]) or (default,)
+                marks[a] = tuples.setdefault(t, t)
 
     def _active(self, ma: tuple, mb: tuple) -> bool:
         """Whether any attribute pair of two mark lists leads to a check (cached)."""
@@ -516,11 +521,11 @@ class LayoutPass:
         if len(anchors) == 2:
             # most symbols are one output and its one consumer: the general case below yields
             # (0, 1) exactly when the two mark lists pair, whether they are one bucket or two
-            ka, kb = tuple(marks.get(anchors[0], ())), tuple(marks.get(anchors[1], ()))
+            ka, kb = marks.get(anchors[0], ()), marks.get(anchors[1], ())
             if self._active(ka, kb) or self._active(kb, ka):
                 yield 0, 1
             return
-        keys = [tuple(marks.get(a, ())) for a in anchors]
+        keys = [marks.get(a, ()) for a in anchors]
         buckets: dict[tuple, list[int]] = {}
         for i, k in enumerate(keys):
             buckets.setdefault(k, []).append(i)
@@ -628,7 +633,7 @@ class LayoutPass:
         grouped first. Returns (inputs selected, pairs they stand for)."""
         buckets: dict[tuple, list] = {}
         for a in anchors:
-            buckets.setdefault(tuple(self.marks.get(a, ())), []).append(a)
+            buckets.setdefault(self.marks.get(a, ()), []).append(a)
         keys = list(buckets)
         hot, pairs = set(), 0
         for i, ka in enumerate(keys):

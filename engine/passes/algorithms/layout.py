@@ -429,11 +429,20 @@ class LayoutPass:
         self.allowance = bound[0] if bound is not None else None
         spent_out: list = []           # (symbol, anchors isolated by the fallback, pairs it stood for)
         table_anchors = self.table.anchors
+        marks, active = self.marks, self._active
         for name in self.table.names():
             anchors = list(table_anchors.get(name, []))
             trace = [] if probe is not None and (asked is None or name in asked) else None
-            # a symbol of one anchor has no pair: nothing to look for (nor to count under --budget)
-            found = self.find_conflicts(anchors, trace) if not spent_out and len(anchors) > 1 else {}
+            # a symbol of one anchor has no pair: nothing to look for (nor to count under --budget);
+            # Note [two-anchor symbols]: most are an output and its one consumer whose marks never
+            # pair, where find_conflicts would look at no pair (and spend no budget) either
+            if spent_out or len(anchors) < 2:
+                found = {}
+            elif len(anchors) == 2 and trace is None and not (
+                    active(ka := marks.get(anchors[0], ()), kb := marks.get(anchors[1], ())) or active(kb, ka)):
+                found = {}
+            else:
+                found = self.find_conflicts(anchors, trace)
             if self.allowance is not None and self.allowance < 0:
                 self.allowance = 0
                 spent_out.append((name, *self._fallback(anchors, found, bound)))

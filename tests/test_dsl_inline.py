@@ -72,3 +72,42 @@ def test_a_complex_argument_is_evaluated_once_when_inlined_or_called():
     e = parse_expr("maybe(first(x))")
     assert "f_maybe(" in comp.source(e, ("x",))
     assert comp.function(e, ("x",))([3]) is False and seen == [[3]]
+
+
+# ---- Note [inline attribute tests] --------------------------------------------------------
+def _attr_compiler():
+    prims = library.placeholder_functions()
+    for name, fn in (("attr", library.node_attr), ("has_attr", library._has_attr), ("attr_true", library._attr_true)):
+        prims[name] = library.GRAPH_PRIMITIVES[name].primitive(fn)
+    return Compiler(Scope(("n",), {"KEY": "_memconflict_flag"}, {}, prims), Collector())
+
+
+def test_attribute_tests_of_a_variable_compile_in_place():
+    comp = _attr_compiler()
+    for text in ('attr_true(n, "k")', 'has_attr(n, KEY)', 'attr(n, "k")'):
+        src = comp.source(parse_expr(text), ("n",))
+        assert "_ak(v_n)" in src, src
+    # a subject that is not a variable (read once) and a key that is not a literal stay calls
+    assert "f_attr_true(" in comp.source(parse_expr('attr_true(n.node, "k")'), ("n",)) \
+        and "_ak(" not in comp.source(parse_expr('attr_true(n.node, "k")'), ("n",))
+    assert "_ak(" not in comp.source(parse_expr('has_attr(n, n.name)'), ("n",))
+
+
+def test_inline_attribute_tests_answer_as_the_primitives():
+    from engine.core.attrs import set_node_attr
+    from engine.core.dumpio import load_model
+    from pathlib import Path
+    model = load_model(Path(__file__).resolve().parent.parent / "examples" / "train_step.pbtxt")
+    node = next(iter(model.all_nodes()))
+    set_node_attr(node, "_memconflict_flag", True)
+    set_node_attr(node, "_memconflict_text", "v")
+    set_node_attr(node, "_memconflict_false", False)
+    comp = _attr_compiler()
+    subjects = [node, node.outs[0] if node.outs else node.ins[0], None]
+    for fn, prim in (("attr_true", library._attr_true), ("has_attr", library._has_attr),
+                     ("attr", library.node_attr)):
+        for key in ("_memconflict_flag", "_memconflict_text", "_memconflict_false", "_memconflict_absent"):
+            f = comp.function(parse_expr(f'{fn}(n, "{key}")'), ("n",))
+            for subject in subjects:
+                assert f(subject) == prim(subject, key), (fn, key, subject)
+                assert type(f(subject)) is type(prim(subject, key)), (fn, key, subject)

@@ -3,10 +3,12 @@ is evaluated hundreds of thousands of times on large graphs, so it is compiled
 once rather than interpreted."""
 from __future__ import annotations
 
+from ast import literal_eval as ast_literal
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from engine.core.errors import Collector, InputError, Loc, Problem, did_you_mean
+from engine.core.attrs import attr_keys, attr_value
 from engine.core.graph import Node
 from engine.dsl.types import FIELD_TYPES, check_expr
 from engine.dsl.ast import (Binary, Call, Comprehension, Cond, Const, Expr, Field, Index, IsClass, Let,
@@ -40,6 +42,7 @@ class Primitive:
     template: tuple | None = None   # pack-defined function: (params, body), type-checked per call
     instances: dict = field(default_factory=dict, compare=False)
     memo: bool = False              # pack-defined with `memo: true` (never inlined)
+    inline: str = ""                # Note [inline attribute tests]: the call in place, or ""
 
 
 class Compiler:
@@ -78,7 +81,8 @@ class Compiler:
     def namespace(self) -> dict[str, Any]:
         """The globals generated code runs in (shared by everything this compiler builds)."""
         if self._ns is None:
-            ns: dict[str, Any] = {"_rt": _runtime, "_Node": Node}
+            ns: dict[str, Any] = {"_rt": _runtime, "_Node": Node, "_ak": attr_keys, "_av": attr_value,
+                                  "_abt": _attr_b_true}
             for name, prim in self.scope.functions.items():
                 ns["f_" + name] = prim.fn
             for name, members in self.scope.classes.items():
@@ -141,6 +145,11 @@ class Compiler:
                 inline = self._inline(e, prim, names, args)
                 if inline is not None:
                     return inline
+            elif prim.inline and len(args) == 2 and args[0].isidentifier() and _str_literal(args[1]):
+                # Note [inline attribute tests]: a graph node's attribute test in place, reading
+                # its key set (Note [attribute key sets]); anything else calls the primitive.
+                # The subject is a variable, so reading it three times costs nothing
+                return prim.inline.format(n=args[0], k=args[1], f="f_" + e.fn)
             return f"f_{e.fn}({', '.join(args)})"
         if isinstance(e, Field):
             if e.name not in FIELDS:
@@ -314,6 +323,22 @@ _CODE_LIMIT = 50_000
 # functions in `check_rules`), so a run only executes code objects against its namespace.
 # `COMPILES` counts compilations; tests/test_dsl_types.py asserts a run adds none.
 COMPILES = [0]
+
+
+def _str_literal(src: str) -> bool:
+    """Whether generated source is one string literal (a constant key)."""
+    if src[:1] not in ("'", '"'):
+        return False
+    try:
+        return isinstance(ast_literal(src), str)
+    except (ValueError, SyntaxError):
+        return False
+
+
+def _attr_b_true(n, key: str) -> bool:
+    """attr_true's answer for a key the node carries: only a `b` field holds True."""
+    a = n.op.attr[key]
+    return a.WhichOneof("value") == "b" and a.b is True
 
 
 def def_source(name: str, params, body: str) -> str:

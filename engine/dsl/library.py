@@ -32,6 +32,7 @@ class PrimSpec:
     template: tuple | None = None     # a pack-defined function: (params, body)
     by_key: tuple = ()                # (key, result type): the result when argument 2 is that literal key
     memo: bool = False                # a pack-defined function with `memo: true`
+    inline: str = ""                  # Note [inline attribute tests] (engine/dsl/compiler.py)
 
     def __post_init__(self):
         if self.effects not in EFFECTS:
@@ -50,9 +51,9 @@ class PrimSpec:
         object.__setattr__(self, "signature", signature)
         object.__setattr__(self, "instances", {})     # template instances by argument types
 
-    def primitive(self, fn: Callable) -> Primitive:
+    def primitive(self, fn: Callable, inline: bool = True) -> Primitive:
         return Primitive(self.name, fn, self.arity, self.doc, self.signature, self.effects, self.template,
-                         self.instances, self.memo)
+                         self.instances, self.memo, self.inline if inline else "")
 
 
 # ---- the registry ---------------------------------------------------------------------------
@@ -225,17 +226,26 @@ _DESC_FIELD_TYPES = (("reuse_input", "bool"), ("reuse_input_index", "int"), ("si
 _DESC_FIELDS = frozenset(k for k, _ in _DESC_FIELD_TYPES)
 
 
-def _spec(name, arity, doc, factory, sig, effects=""):
-    return name, PrimSpec(name, arity, doc, factory, sig, effects)
+def _spec(name, arity, doc, factory, sig, effects="", inline=""):
+    return name, PrimSpec(name, arity, doc, factory, sig, effects, inline=inline)
+
+
+# Note [inline attribute tests]: the test of _attr_true / _has_attr / node_attr for a graph
+# node, in place; {n} is a variable, {k} a string literal, {f} the primitive (for anything
+# but a graph node). The answers are the primitives' own (tests/test_dsl_inline.py).
+_KEYS = "({k} in ({n}.akeys or _ak({n})))"
+_INLINE_ATTR = f"((_av({{n}}.op.attr[{{k}}]) if {_KEYS} else None) if {{n}}.__class__ is _Node else {{f}}({{n}}, {{k}}))"
+_INLINE_HAS = f"({_KEYS} if {{n}}.__class__ is _Node else {{f}}({{n}}, {{k}}))"
+_INLINE_TRUE = f"(({_KEYS} and _abt({{n}}, {{k}})) if {{n}}.__class__ is _Node else {{f}}({{n}}, {{k}}))"
 
 
 GRAPH_PRIMITIVES: dict[str, PrimSpec] = register("graph", dict([
     _spec("attr", (2, 2), "attr(node, key): the op attribute's value or none", lambda ctx: node_attr,
-          "(Node | Anchor, str) -> any"),
+          "(Node | Anchor, str) -> any", inline=_INLINE_ATTR),
     _spec("has_attr", (2, 2), "has_attr(node, key): the op carries the attribute",
-          lambda ctx: _has_attr, "(Node | Anchor, str) -> bool"),
+          lambda ctx: _has_attr, "(Node | Anchor, str) -> bool", inline=_INLINE_HAS),
     _spec("attr_true", (2, 2), "attr_true(node, key): bool attribute set to true",
-          lambda ctx: _attr_true, "(Node | Anchor, str) -> bool"),
+          lambda ctx: _attr_true, "(Node | Anchor, str) -> bool", inline=_INLINE_TRUE),
     _spec("desc_attr", (2, 2), "desc_attr(anchor, key): the tensor descriptor attribute's value or none",
           lambda ctx: desc_attr, "(Anchor, str) -> any"),
     _spec("dims", (1, 1), "dims(anchor): the tensor shape as a list", lambda ctx: _dims, "(Anchor) -> list[int]"),
@@ -332,8 +342,8 @@ def bound_functions(ctx, extra: dict[str, PrimSpec] | None = None,
     table.update(extra or {})
     out = {}
     for name, spec in table.items():
-        fn = (bound_extra or {}).get(name) or spec.factory(ctx)
-        out[name] = spec.primitive(fn)
+        own = (bound_extra or {}).get(name)
+        out[name] = spec.primitive(own or spec.factory(ctx), inline=own is None)
     return out
 
 

@@ -82,3 +82,17 @@ def test_pipeline_in_verify_mode_writes_the_same_bytes(src, tmp_path):
     verified = _run({"MEMCONFLICT_VERIFY_CACHES": "1"}, src, tmp_path / "v")
     cached = _run({"MEMCONFLICT_VERIFY_CACHES": "0"}, src, tmp_path / "c")
     assert verified == cached
+
+
+def test_objects_that_only_carry_an_op_are_read_from_the_op():
+    """An importer's op builder (something with `.op`, no graph node) has no key set: the
+    readers go to its op as before."""
+    from types import SimpleNamespace
+    from engine.dsl.library import _has_attr
+    from engine.proto import ge_ir_pb2 as pb
+    op = pb.OpDef(name="b", type="Conv2D")
+    set_attr(op.attr, "flag", True)
+    builder = SimpleNamespace(op=op)
+    assert _attr_true(builder, "flag") and not _attr_true(builder, "absent")
+    assert _has_attr(builder, "flag") and not _has_attr(builder, "absent")
+    assert node_attr(builder, "flag") is True and node_attr(builder, "absent") is None

@@ -116,7 +116,8 @@ def _engine_reader(ctx):
         n = node if kind is True else node.node if kind is False else _node_of(node)
         if n is None:
             return ""
-        if key in (n.akeys or attr_keys(n)):
+        # a graph node's key set (Note [attribute key sets]); an importer's op builder has none
+        if key in (n.akeys or attr_keys(n)) if kind is not None else key in n.op.attr:
             v = attr_value(n.op.attr[key])
             if isinstance(v, str) and v:
                 return v
@@ -132,7 +133,10 @@ def _attr_true(node, key: str) -> bool:
     """node_attr(node, key) is True, without decoding: only a `b` field holds True."""
     kind = getattr(node, "is_node", None)       # Note [is_node] in engine/core/attrs.py
     n = node if kind is True else node.node if kind is False else _node_of(node)
-    if n is None or key not in (n.akeys or attr_keys(n)):
+    if n is None:
+        return False
+    # a graph node's key set (Note [attribute key sets]); an importer's op builder has none
+    if key not in (n.akeys or attr_keys(n)) if kind is not None else key not in n.op.attr:
         return False
     a = n.op.attr[key]
     return a.WhichOneof("value") == "b" and a.b is True

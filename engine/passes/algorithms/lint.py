@@ -422,11 +422,12 @@ class GraphLint:
     def build_reach(self, g: Graph) -> "_Reach":
         """Pairs that may be asked about: a writer with every other writer or reader of one output."""
         partners: dict[Node, set[Node]] = {}
+        known = self.known_type
         for n in self.orders[g]:
             for o in n.outs:
                 if len(o.peers) < 2:
                     continue
-                types = [self.known_type(p) for p in o.peers]
+                types = [known(p) for p in o.peers]
                 writers = {p.node for p, t in zip(o.peers, types) if t == self.W}
                 if not writers:
                     continue
@@ -640,20 +641,20 @@ def _search(a: Node, b: Node, pos: dict[Node, int], control: bool, budget: int, 
         left = budget
         while stack:
             x = stack.pop()
-            entry = edges.get(x) or reach.adjacency(x, forward)
-            left -= entry[0]
+            cost, keys, nodes = edges.get(x) or reach.adjacency(x, forward)
+            left -= cost
             if left < 0:
                 break
-            keys, nodes = entry[1], entry[2]
-            k = bisect_left(keys, bound)
-            j = k
-            while j < len(keys) and keys[j] == bound:         # the goal sits at its own position
-                if nodes[j] is goal:
-                    reach.work += budget - left
-                    return True
-                j += 1
-            for j in range(k):
-                y = nodes[j]
+            n = len(keys)
+            k = bisect_left(keys, bound) if n else 0
+            if k < n and keys[k] == bound:          # the goal sits at its own position
+                j = k
+                while j < n and keys[j] == bound:
+                    if nodes[j] is goal:
+                        reach.work += budget - left
+                        return True
+                    j += 1
+            for y in (nodes if k == n else nodes[:k]):
                 if y not in seen:
                     seen.add(y)
                     stack.append(y)

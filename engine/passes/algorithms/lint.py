@@ -337,7 +337,7 @@ class GraphLint:
     # ---- MarkAllNodesInputRwType ------------------------------------------------------
     def mark(self, root: Graph) -> None:
         for node in reversed(self.all_nodes(root, [])):
-            if _has_subgraphs(node):
+            if node.subgraphs and _has_subgraphs(node):
                 continue          # typed by its subgraph nodes, visited just before
             self.rw[node] = self.mark_single(node)
             if node.graph.parent_node is not None:

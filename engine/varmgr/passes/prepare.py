@@ -111,9 +111,8 @@ def build_ref_map(graph: Graph, policy: VarPolicy) -> RefMap:
                 out.setdefault(node.type, {})[i] = [o]
             elif i < len(descs):
                 # the in-anchor's cached descriptor is descs[i] (Note [descriptor cache] in graph.py)
-                d = node.ins[i].desc if 0 <= i < len(node.ins) else descs[i]
-                ports = d.attr.get(ref_key)
-                if ports is not None and len(ports.list.i):
+                attrs = (node.ins[i].desc if 0 <= i < len(node.ins) else descs[i]).attr
+                if ref_key in attrs and len(attrs[ref_key].list.i):      # `in` makes no wrapper
                     out.setdefault(node.type, {})[i] = [len(node.outs)]
     return out
 

@@ -295,7 +295,7 @@ class GraphLint:
         def sorted_nodes(h: Graph) -> list[Node]:
             order = self.order(h)
             self.orders[h] = order
-            self.pos.update((n, i) for i, n in enumerate(order))
+            self.pos.update(zip(order, range(len(order))))
             graphs.append(h)
             return order
         for _ in walk(g, sorted_nodes):
@@ -303,7 +303,7 @@ class GraphLint:
 
     def order(self, g: Graph) -> list[Node]:
         order = g.node_list()
-        pos = {n: i for i, n in enumerate(order)}
+        pos = dict(zip(order, range(len(order))))
         if _in_order(order, pos, self.f_loop):
             return order          # already sorted: Kahn's smallest-position order is the list itself
         indeg = dict.fromkeys(order, 0)

@@ -420,7 +420,11 @@ class GraphLint:
         return None
 
     def build_reach(self, g: Graph) -> "_Reach":
-        """Pairs that may be asked about: a writer with every other writer or reader of one output."""
+        """Pairs that may be asked about: a writer with every other writer or reader of one output.
+
+        Note [search order]: the nodes come in the order the walk meets them (graph order,
+        output, peer), never in a set's order: a set of nodes iterates by address, and under
+        --budget the order of the searches decides which pairs the budget pays for."""
         partners: dict[Node, set[Node]] = {}
         known = self.known_type
         for n in self.orders[g]:
@@ -428,10 +432,10 @@ class GraphLint:
                 if len(o.peers) < 2:
                     continue
                 types = [known(p) for p in o.peers]
-                writers = {p.node for p, t in zip(o.peers, types) if t == self.W}
+                writers = list(dict.fromkeys(p.node for p, t in zip(o.peers, types) if t == self.W))
                 if not writers:
                     continue
-                readers = {p.node for p, t in zip(o.peers, types) if t == self.RO}
+                readers = list(dict.fromkeys(p.node for p, t in zip(o.peers, types) if t == self.RO))
                 for w in writers:
                     partners.setdefault(w, set()).update(writers, readers)
                 for r in readers:

@@ -15,7 +15,8 @@ and a walk over the live list sees nodes inserted after the current one.
 from __future__ import annotations
 
 import sys
-from typing import Iterator
+from types import MappingProxyType
+from typing import Iterator, Mapping
 
 from engine.core.attrs import attr_keys, attrs_changed, set_attr
 from engine.proto import ge_ir_pb2 as pb
@@ -139,24 +140,19 @@ class Node:
         return key in (self.akeys or attr_keys(self))
 
     # ---- port names (from _input_name_key/_value, _output_name_key/_value) ----
-    def ports(self) -> tuple[dict[str, int], dict[str, int]]:
-        p = self._ports
-        if p is None:
-            op = self.op
-            p = self._ports = (_name_map(op, _IN_KEY, _IN_VALUE), _name_map(op, _OUT_KEY, _OUT_VALUE))
-        return p
+    def ports(self) -> tuple[Mapping[str, int], Mapping[str, int]]:
+        """(input name → index, output name → index), read-only (Note [shared port maps])."""
+        return (self._ports or self._read_ports()).pair
 
     def input_name(self, idx: int) -> str | None:
-        for name, i in (self._ports or self.ports())[0].items():
-            if i == idx:
-                return name
-        return None
+        return (self._ports or self._read_ports()).in_names.get(idx)
 
     def output_name(self, idx: int) -> str | None:
-        for name, i in (self._ports or self.ports())[1].items():
-            if i == idx:
-                return name
-        return None
+        return (self._ports or self._read_ports()).out_names.get(idx)
+
+    def _read_ports(self) -> "_PortNames":
+        p = self._ports = port_names(self.op)
+        return p
 
     def set_ports(self, inputs: list[str], outputs: list[str]) -> None:
         """Name the ports as GE's dump does (`_input_name_key/_value`, ...)."""
@@ -183,13 +179,51 @@ class Node:
             self.outs.append(OutAnchor(self, len(self.outs)))
 
 
-def _name_map(op: pb.OpDef, key_attr: str, value_attr: str) -> dict[str, int]:
-    attrs = op.attr
-    if key_attr not in attrs or value_attr not in attrs:
+# Note [shared port maps]: nodes of one kind carry the same four port-name attributes, so
+# they share one prebuilt _PortNames, found by the attributes' serialized bytes (one C call
+# each, where decoding the lists costs a wrapper per element): equal bytes parse to equal
+# lists, so a hit gives the maps that decoding would. The maps are read-only views (a caller
+# that wants to change one copies it) and `input_name`/`output_name` are dict lookups in the
+# reverse maps, which keep the first name per index (the old scan's answer). The cache is
+# bounded: past _PORT_CACHE_MAX kinds a node's maps are built for it alone.
+_PORT_CACHE: dict[tuple, "_PortNames"] = {}
+_PORT_CACHE_MAX = 4096
+
+
+class _PortNames:
+    __slots__ = ("pair", "in_names", "out_names")
+
+    def __init__(self, ins: dict[str, int], outs: dict[str, int]):
+        self.pair = (MappingProxyType(ins), MappingProxyType(outs))
+        self.in_names = _first_names(ins)
+        self.out_names = _first_names(outs)
+
+
+def _first_names(names: dict[str, int]) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for name, i in names.items():
+        out.setdefault(i, name)
+    return out
+
+
+def port_names(op: pb.OpDef) -> _PortNames:
+    """An op's port names, shared with every op that names its ports alike."""
+    get = op.attr.get
+    ik, iv, ok, ov = get(_IN_KEY), get(_IN_VALUE), get(_OUT_KEY), get(_OUT_VALUE)
+    key = (None if ik is None else ik.SerializeToString(), None if iv is None else iv.SerializeToString(),
+           None if ok is None else ok.SerializeToString(), None if ov is None else ov.SerializeToString())
+    p = _PORT_CACHE.get(key)
+    if p is None:
+        p = _PortNames(_name_map(ik, iv), _name_map(ok, ov))
+        if len(_PORT_CACHE) < _PORT_CACHE_MAX:
+            _PORT_CACHE[key] = p
+    return p
+
+
+def _name_map(keys: pb.AttrDef | None, values: pb.AttrDef | None) -> dict[str, int]:
+    if keys is None or values is None:
         return {}
-    keys = attrs[key_attr].list.s
-    vals = attrs[value_attr].list.i
-    return {k.decode("utf-8", "replace"): int(v) for k, v in zip(keys, vals)}
+    return {k.decode("utf-8", "replace"): int(v) for k, v in zip(keys.list.s, values.list.i)}
 
 
 def write_port_names(op: pb.OpDef, inputs: list[str] | None, outputs: list[str] | None) -> None:

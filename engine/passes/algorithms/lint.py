@@ -12,6 +12,7 @@ The pass never changes the graph: a conflict is a diagnostic, not a failure.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,10 +40,13 @@ BUDGET = 256        # edges one bounded pair search may examine (Note [pair sear
 
 
 def _output_index(node, name):
-    n = node if hasattr(node, "ports") else getattr(node, "node", None)
-    if n is None or name is None:
+    if name is None:
         return None
-    return n.ports()[1].get(name)
+    if node.__class__ is not Node:          # the rule's `node` is one; anything else, as it says
+        node = node if hasattr(node, "ports") else getattr(node, "node", None)
+        if node is None:
+            return None
+    return node.ports()[1].get(name)
 
 
 LINT_PRIMS = register_functions("graph_lint", {
@@ -129,6 +133,7 @@ class _Original:
     """A node as GE's GetOriginalType sees it: nothing but a type."""
 
     __slots__ = ("type",)
+    is_node = None      # neither node nor anchor, found without a failed lookup (Note [is_node])
 
     def __init__(self, op_type: str):
         self.type = op_type
@@ -290,7 +295,7 @@ class GraphLint:
         def sorted_nodes(h: Graph) -> list[Node]:
             order = self.order(h)
             self.orders[h] = order
-            self.pos.update((n, i) for i, n in enumerate(order))
+            self.pos.update(zip(order, range(len(order))))
             graphs.append(h)
             return order
         for _ in walk(g, sorted_nodes):
@@ -298,7 +303,7 @@ class GraphLint:
 
     def order(self, g: Graph) -> list[Node]:
         order = g.node_list()
-        pos = {n: i for i, n in enumerate(order)}
+        pos = dict(zip(order, range(len(order))))
         if _in_order(order, pos, self.f_loop):
             return order          # already sorted: Kahn's smallest-position order is the list itself
         indeg = dict.fromkeys(order, 0)
@@ -332,7 +337,7 @@ class GraphLint:
     # ---- MarkAllNodesInputRwType ------------------------------------------------------
     def mark(self, root: Graph) -> None:
         for node in reversed(self.all_nodes(root, [])):
-            if _has_subgraphs(node):
+            if node.subgraphs and _has_subgraphs(node):
                 continue          # typed by its subgraph nodes, visited just before
             self.rw[node] = self.mark_single(node)
             if node.graph.parent_node is not None:
@@ -415,17 +420,22 @@ class GraphLint:
         return None
 
     def build_reach(self, g: Graph) -> "_Reach":
-        """Pairs that may be asked about: a writer with every other writer or reader of one output."""
+        """Pairs that may be asked about: a writer with every other writer or reader of one output.
+
+        Note [search order]: the nodes come in the order the walk meets them (graph order,
+        output, peer), never in a set's order: a set of nodes iterates by address, and under
+        --budget the order of the searches decides which pairs the budget pays for."""
         partners: dict[Node, set[Node]] = {}
+        known = self.known_type
         for n in self.orders[g]:
             for o in n.outs:
                 if len(o.peers) < 2:
                     continue
-                types = [self.known_type(p) for p in o.peers]
-                writers = {p.node for p, t in zip(o.peers, types) if t == self.W}
+                types = [known(p) for p in o.peers]
+                writers = list(dict.fromkeys(p.node for p, t in zip(o.peers, types) if t == self.W))
                 if not writers:
                     continue
-                readers = {p.node for p, t in zip(o.peers, types) if t == self.RO}
+                readers = list(dict.fromkeys(p.node for p, t in zip(o.peers, types) if t == self.RO))
                 for w in writers:
                     partners.setdefault(w, set()).update(writers, readers)
                 for r in readers:
@@ -518,7 +528,10 @@ class _Reach:
         self.unverified: set[tuple[Node, Node]] = set()
         self.needed = 0
         self.work = 0                     # edges examined by the searches plus nodes swept
-        search = BUDGET if search is None else search
+        self.pos, self.control = pos, control
+        self.forward: dict[Node, tuple] = {}      # Note [adjacency cache]
+        self.backward: dict[Node, tuple] = {}
+        search = self.search = BUDGET if search is None else search
         later = {a: sorted((b for b in bs if pos[b] > pos[a]), key=pos.__getitem__) for a, bs in partners.items()}
         unresolved: dict[Node, list[Node]] = {}
         for a, bs in later.items():
@@ -556,6 +569,50 @@ class _Reach:
             for i, a in enumerate(chunk):
                 self.linked.update((a, b) for b in unresolved[a] if rows.get(b, 0) >> i & 1)
 
+    def adjacency(self, x: Node, forward: bool) -> tuple[int, list[int], list[Node]]:
+        """Note [adjacency cache]: what a pair search reads of x, once per graph (the graph
+        does not change while the lint runs): the edges it costs (every consumer and, with
+        control edges, control successor; going back every input, connected or not, and
+        control predecessor), then its neighbours in the search's direction — later in the
+        order going forward, earlier going back — each once, with their sort keys (the
+        position forward, minus it back) in ascending key order. That is the order the
+        search pushes them in (the old per-visit sort of (key, node) pairs), and with
+        bisect the window's end and the goal are found without looking at the rest. A node
+        whose edges cost more than a whole search (`search`) stops every search that pops
+        it: its neighbours are listed once (its degree, once per graph) and never looked at."""
+        pos, control = self.pos, self.control
+        if forward:
+            nbrs = [p.node for o in x.outs for p in o.peers]
+            if control and x.out_ctrl:
+                nbrs += x.out_ctrl
+            cost = len(nbrs)
+        else:
+            nbrs = [a.peer.node for a in x.ins if a.peer is not None]
+            if control and x.in_ctrl:
+                nbrs += x.in_ctrl
+            cost = len(x.ins) + (len(x.in_ctrl) if control else 0)
+        px, get = pos[x], pos.get
+        if cost > self.search:
+            entry = (cost, [], [])        # every search stops here: its window is never looked at
+        elif len(nbrs) == 1:
+            py = get(nbrs[0])
+            ok = py is not None and (py > px if forward else py < px)
+            entry = (cost, [py if forward else -py], nbrs) if ok else (cost, [], [])
+        else:
+            keys: list[int] = []
+            nodes: list[Node] = []
+            for y in dict.fromkeys(nbrs):
+                py = get(y)
+                if py is not None and (py > px if forward else py < px):
+                    keys.append(py if forward else -py)
+                    nodes.append(y)
+            if len(keys) > 1:
+                order = sorted(range(len(keys)), key=keys.__getitem__)
+                keys, nodes = [keys[i] for i in order], [nodes[i] for i in order]
+            entry = (cost, keys, nodes)
+        (self.forward if forward else self.backward)[x] = entry
+        return entry
+
     def connected(self, a: Node, b: Node) -> bool:
         """GE IsConnected in either direction; a node is connected to itself."""
         return a is b or (a, b) in self.linked or (b, a) in self.linked
@@ -569,57 +626,42 @@ def _search(a: Node, b: Node, pos: dict[Node, int], control: bool, budget: int, 
     when a search decides it, None when both stopped at the budget. Each search is depth
     first and tries the neighbour nearest the other end first (the largest position not
     past b going forward, the smallest not before a going back), which follows the long
-    edges of a training step (a forward activation's consumer in the backward pass) first."""
+    edges of a training step (a forward activation's consumer in the backward pass) first.
+
+    A node's edges are counted before they are listed: a node controlling much of the graph
+    ends the search instead of costing its degree to every search. Only edges going forward
+    in the order count; each search stays inside (pos[a], pos[b]). The neighbour lists come
+    from reach's adjacency (Note [adjacency cache]), which leaves out the neighbours of a
+    node costing more than reach.search: `budget` is never more."""
+    assert budget <= reach.search
     lo, hi = pos[a], pos[b]
-    get = pos.get
     for forward in (True, False):
-        start, goal = (a, b) if forward else (b, a)
+        if forward:
+            start, goal, edges, bound = a, b, reach.forward, hi
+        else:
+            start, goal, edges, bound = b, a, reach.backward, -lo
         seen = {start}
         stack = [start]
         left = budget
         while stack:
             x = stack.pop()
-            px = pos[x]
-            step = []
-            # a node's edges are counted before they are listed: a node controlling much of
-            # the graph ends the search instead of costing its degree to every search
-            if forward:
-                left -= sum(len(o.peers) for o in x.outs) + (len(x.out_ctrl) if control else 0)
-                if left < 0:
-                    break
-                nbrs = [p.node for o in x.outs for p in o.peers]
-                if control:
-                    nbrs.extend(x.out_ctrl)
-            else:
-                left -= len(x.ins) + (len(x.in_ctrl) if control else 0)
-                if left < 0:
-                    break
-                nbrs = [a_.peer.node for a_ in x.ins if a_.peer is not None]
-                if control:
-                    nbrs.extend(x.in_ctrl)
-            # only edges going forward in the order count; stay inside (lo, hi)
-            if forward:
-                for y in nbrs:
-                    if y is goal:
+            cost, keys, nodes = edges.get(x) or reach.adjacency(x, forward)
+            left -= cost
+            if left < 0:
+                break
+            n = len(keys)
+            k = bisect_left(keys, bound) if n else 0
+            if k < n and keys[k] == bound:          # the goal sits at its own position
+                j = k
+                while j < n and keys[j] == bound:
+                    if nodes[j] is goal:
                         reach.work += budget - left
                         return True
-                    py = get(y)
-                    if py is not None and px < py < hi and y not in seen:
-                        seen.add(y)
-                        step.append((py, y))
-            else:
-                for y in nbrs:
-                    if y is goal:
-                        reach.work += budget - left
-                        return True
-                    py = get(y)
-                    if py is not None and lo < py < px and y not in seen:
-                        seen.add(y)
-                        step.append((-py, y))
-            # Note [step order]: positions are distinct and each node is listed once, so the
-            # pairs sort by their first item alone (no key function, nodes never compared)
-            step.sort()
-            stack.extend(y for _, y in step)
+                    j += 1
+            for y in (nodes if k == n else nodes[:k]):
+                if y not in seen:
+                    seen.add(y)
+                    stack.append(y)
         else:
             reach.work += budget - left
             return False          # every node the window lets it reach was seen

@@ -85,24 +85,34 @@ def build_ref_map(graph: Graph, policy: VarPolicy) -> RefMap:
 
     As in GE, a type is read from the first node of that type that has a ref input;
     later nodes of a type already in the map are not read again.
+
+    Note [ref plans]: nodes that name their ports alike share their port maps (Note [shared
+    port maps] in engine/core/graph.py), so what the names alone decide — each named input in
+    order, with the output of its name or none — is worked out once per shared pair of maps;
+    only the inputs no output is named like are left to read ref_port_index from.
     """
     out: RefMap = {}
     ref_key = policy.attrs.ref_port_index
+    plans: dict[int, tuple] = {}          # id(ports pair) → (the pair, kept alive; its plan)
     for node in graph.node_list():
         if node.type in out:
             continue
-        ins, outs = node.ports()
-        if not ins:
+        pair = node.ports()
+        known = plans.get(id(pair))
+        if known is None:
+            ins, outs = pair
+            known = plans[id(pair)] = (pair, tuple((i, outs.get(name)) for name, i in ins.items()))
+        plan = known[1]
+        if not plan:
             continue
         descs = node.op.input_desc
-        for name, i in ins.items():
-            if name in outs:
-                out.setdefault(node.type, {})[i] = [outs[name]]
+        for i, o in plan:
+            if o is not None:
+                out.setdefault(node.type, {})[i] = [o]
             elif i < len(descs):
                 # the in-anchor's cached descriptor is descs[i] (Note [descriptor cache] in graph.py)
-                d = node.ins[i].desc if 0 <= i < len(node.ins) else descs[i]
-                ports = d.attr.get(ref_key)
-                if ports is not None and len(ports.list.i):
+                attrs = (node.ins[i].desc if 0 <= i < len(node.ins) else descs[i]).attr
+                if ref_key in attrs and len(attrs[ref_key].list.i):      # `in` makes no wrapper
                     out.setdefault(node.type, {})[i] = [len(node.outs)]
     return out
 

@@ -88,8 +88,8 @@ def _same_variables(graph: Graph, policy: VarPolicy) -> dict[str, tuple[list[Nod
     refs: dict[str, list[Node]] = {}
     fused = policy.op_types.fused_variable
     for node in graph.node_list():
-        attrs = node.op.attr
-        src = typed_attr(attrs, key, "s") if key in attrs else None     # most nodes are no VariableRef
+        # most nodes are no VariableRef: their key set answers (Note [attribute key sets])
+        src = typed_attr(node.op.attr, key, "s") if node.has_attr(key) else None
         if src is not None:
             refs.setdefault(src, []).append(node)
         elif node.type in fused:

@@ -82,7 +82,7 @@ class Compiler:
         """The globals generated code runs in (shared by everything this compiler builds)."""
         if self._ns is None:
             ns: dict[str, Any] = {"_rt": _runtime, "_Node": Node, "_ak": attr_keys, "_av": attr_value,
-                                  "_abt": _attr_b_true}
+                                  "_abt": bool_attr_true}
             for name, prim in self.scope.functions.items():
                 ns["f_" + name] = prim.fn
             for name, members in self.scope.classes.items():
@@ -335,7 +335,7 @@ def _str_literal(src: str) -> bool:
         return False
 
 
-def _attr_b_true(n, key: str) -> bool:
+def bool_attr_true(n, key: str) -> bool:
     """attr_true's answer for a key the node carries: only a `b` field holds True."""
     a = n.op.attr[key]
     return a.WhichOneof("value") == "b" and a.b is True

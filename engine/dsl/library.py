@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from engine.core.attrs import _node_of, attr_keys, attr_value, desc_attr, node_attr
-from engine.dsl.compiler import Primitive
+from engine.dsl.compiler import Primitive, bool_attr_true
 from engine.dsl.types import parse_sig
 
 EFFECTS = ("", "fails", "edits")     # none; may stop the pass (`fail`); edits the graph
@@ -138,8 +138,7 @@ def _attr_true(node, key: str) -> bool:
     # a graph node's key set (Note [attribute key sets]); an importer's op builder has none
     if key not in (n.akeys or attr_keys(n)) if kind is not None else key not in n.op.attr:
         return False
-    a = n.op.attr[key]
-    return a.WhichOneof("value") == "b" and a.b is True
+    return bool_attr_true(n, key)
 
 
 def _count(x) -> int:

@@ -194,8 +194,8 @@ def test_saving_spills_a_large_graph_and_writes_the_same_bytes(tmp_path, monkeyp
     most, spills = [0], []
     real_add = dumpio._Held.add
 
-    def add(self, parts):
-        real_add(self, parts)
+    def add(self, parts, n=None):
+        real_add(self, parts, n)
         most[0] = max(most[0], self.in_memory)
         if self.file is not None and self.file not in spills:
             spills.append(self.file)

@@ -200,9 +200,8 @@ def _read_nodes(g: Graph, gdef: pb.GraphDef, model: Model, problems: list[Proble
         nodes.append(n)
         attrs = op.attr
         if PEER_INDEX_ATTR in attrs:
-            # pop: one map call for `[]` and `del` (its default is not honoured: upb's
-            # message maps return a new empty value for a missing key)
-            vals = attrs.pop(PEER_INDEX_ATTR).list.i[:]
+            vals = attrs[PEER_INDEX_ATTR].list.i[:]
+            del attrs[PEER_INDEX_ATTR]
             peer_attr = True
         else:
             vals = None
@@ -399,15 +398,6 @@ def _varint(n: int) -> bytes:
 _OP_TAG = _varint((6 << 3) | 2)     # GraphDef.op
 
 
-def _length(n: int) -> bytes:
-    """_varint for a length, with the one- and two-byte cases (nearly every op) inline."""
-    if n < 0x80:
-        return bytes((n,))
-    if n < 0x4000:
-        return bytes((n & 0x7F | 0x80, n >> 7))
-    return _varint(n)
-
-
 class _Positions:
     """Each edge's position in its source's peer list (data) or control-successor list,
     for the peer-index attribute. Note [position maps]: a list's map is built the first
@@ -457,7 +447,7 @@ def _rewrite_inputs(n: Node, positions: _Positions | None) -> None:
             succ = p.out_ctrl
             peer_pos.append(succ.index(n) if len(succ) <= 8 else positions.of(p, succ, n))
     inputs = op.input
-    if list(inputs) != entries:     # an unchanged list is not rewritten (the arena keeps old strings)
+    if inputs[:] != entries:        # an unchanged list is not rewritten (the arena keeps old strings)
         del inputs[:]
         inputs.extend(entries)
     if positions is not None:
@@ -589,10 +579,11 @@ def _serialize_graph(g: Graph, emit_peer_index: bool, out: _Held) -> None:
     add = out.add
     add((head.SerializeToString(deterministic=True),))
     positions = _Positions() if emit_peer_index else None
-    # Note [op batches]: the ops' pieces go to `out` a few hundred ops at a time, their
-    # length counted as they are made
+    # Note [op batches]: the ops' pieces (tag, length as a varint, bytes) go to `out` a
+    # few hundred ops at a time, joined: one write of ~200 KB to the spill file instead
+    # of ~800 small ones, and one object held instead of ~800 until the graph is written
     batch: list[bytes] = []
-    size = 0
+    put = batch.append
     for n in g.node_list():
         dirty = n.dirty
         if dirty:
@@ -604,15 +595,16 @@ def _serialize_graph(g: Graph, emit_peer_index: bool, out: _Held) -> None:
                 _write_peer_index(n, positions)     # Note [inputs as written]
         payload = n.op.SerializeToString(deterministic=True)
         k = len(payload)
-        head_len = _length(k)
-        batch += (_OP_TAG, head_len, payload)
-        size += k + len(head_len) + 1       # _OP_TAG is one byte
+        put(_OP_TAG)
+        put(bytes((k,)) if k < 0x80 else bytes((k & 0x7F | 0x80, k >> 7)) if k < 0x4000 else _varint(k))
+        put(payload)
         if len(batch) >= _BATCH:
-            add(batch, size)
-            batch = []
-            size = 0
+            chunk = b"".join(batch)
+            add((chunk,), len(chunk))
+            batch.clear()
     if batch:
-        add(batch, size)
+        chunk = b"".join(batch)
+        add((chunk,), len(chunk))
     add((tail.SerializeToString(deterministic=True),))
 
 

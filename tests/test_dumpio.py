@@ -277,3 +277,51 @@ def test_saving_nodes_as_written_gives_the_bytes_of_a_full_rewrite(edit, monkeyp
     assert list(ops["e"].attr[dumpio.PEER_INDEX_ATTR].list.i) == ([5, 1] if edit else [6, 2])
     if edit:
         assert list(ops["c"].input) == ["a:0"]
+
+
+def test_peer_lists_follow_the_keys_in_any_arrival_order():
+    """Note [peers in order]: edges arriving in key order are linked at once, the rest
+    sorted; either way each source's list is its entries in (key, running number) order."""
+    import random
+    rng = random.Random(3)
+    for trial in range(200):
+        g = pb.ModelDef().graph.add(name="g")
+        srcs = [g.op.add(name=f"s{i}", type="Data") for i in range(3)]
+        for s in srcs:
+            s.output_desc.add()
+        expected: dict[str, list] = {f"s{i}": [] for i in range(3)}
+        ctrl_expected: dict[str, list] = {f"s{i}": [] for i in range(3)}
+        seq = 0
+        with_index = rng.random() < 0.8
+        for j in range(rng.randrange(1, 9)):
+            op = g.op.add(name=f"c{j}", type="Relu")
+            keys = []
+            data = rng.sample(range(3), rng.randrange(1, 4))
+            ctrl = rng.sample(range(3), rng.randrange(0, 3))
+            for i in data:
+                op.input_desc.add()
+                op.input.append(f"s{i}:0")
+            for i in ctrl:
+                op.input.append(f"s{i}:-1")
+            for i, lists in [(i, expected) for i in data] + [(i, ctrl_expected) for i in ctrl]:
+                seq += 1
+                # mostly the place the edge will have, sometimes another, a repeat or -1
+                place = len(lists[f"s{i}"])
+                k = rng.choice([place, place, place, rng.randrange(-1, 4)])
+                keys.append(k)
+                lists[f"s{i}"].append((k if k >= 0 else seq, seq, op.name))
+            if with_index:
+                lst = op.attr[dumpio.PEER_INDEX_ATTR].list
+                lst.i.extend(keys)
+                lst.val_type = pb.AttrDef.ListValue.VT_LIST_INT
+        if not with_index:      # no index: the running number is every key
+            for d in (expected, ctrl_expected):
+                for name, entries in d.items():
+                    d[name] = [(s, s, dst) for _, s, dst in entries]
+        md = pb.ModelDef()
+        md.graph.append(g)
+        model = build_model(md)
+        for i in range(3):
+            s = model.root.find(f"s{i}")
+            assert [p.node.name for p in s.outs[0].peers] == [d for _, _, d in sorted(expected[f"s{i}"])]
+            assert [c.name for c in s.out_ctrl] == [d for _, _, d in sorted(ctrl_expected[f"s{i}"])]

@@ -152,7 +152,7 @@ def _build_model(proto: pb.ModelDef, file: str) -> Model:
     model = Model(proto, file)
     if len(proto.graph) == 0:
         raise InputError(Problem(Loc(file), "the dump holds no graph", "graph[0] must be the root graph"))
-    read: list[tuple[list, list]] = []      # per graph in graph_order: _read_nodes' (inputs, subgraph names)
+    read: list[tuple[list, list, bool]] = []    # per graph in graph_order: what _read_nodes returns
     for gdef in proto.graph:
         name = gdef.name
         if name in model.graphs:
@@ -164,19 +164,20 @@ def _build_model(proto: pb.ModelDef, file: str) -> Model:
         model.add_graph(g)
     if problems:
         raise InputError(problems)
-    for g, (inputs, _) in zip(model.graph_order, read):
-        _build_edges(g, inputs, model, problems)
+    for g, (inputs, _, peer_attr) in zip(model.graph_order, read):
+        _build_edges(g, inputs, not peer_attr, model, problems)
     model.root = model.graph_order[0]
-    _link_subgraphs(model, {g: subs for g, (_, subs) in zip(model.graph_order, read)}, problems)
+    _link_subgraphs(model, {g: subs for g, (_, subs, _) in zip(model.graph_order, read)}, problems)
     if problems:
         raise InputError(problems)
     return model
 
 
-def _read_nodes(g: Graph, gdef: pb.GraphDef, model: Model, problems: list[Problem]) -> tuple[list, list]:
+def _read_nodes(g: Graph, gdef: pb.GraphDef, model: Model, problems: list[Problem]) -> tuple[list, list, bool]:
     """Make the graph's nodes and read, in the same visit of each op, what the edges and the
     subgraph links need: ([(node, input entries, peer-index values or None)] of the nodes
-    with inputs, [(node, subgraph names)] of those with subgraph names), in node order.
+    with inputs, [(node, subgraph names)] of those with subgraph names), in node order, and
+    whether an op of the graph has the peer-index attribute.
 
     Note [one visit per op]: an op's fields live in upb's arena, scattered over the
     graph's ~1 KB per op; each field read that finds its op's memory cold costs a cache
@@ -216,7 +217,7 @@ def _read_nodes(g: Graph, gdef: pb.GraphDef, model: Model, problems: list[Proble
     g.link_loaded(nodes)
     if peer_attr:
         model.emit_peer_index = True
-    return inputs, subs
+    return inputs, subs, peer_attr
 
 
 # an entry's index text → index, for the indices nearly every entry has (others are parsed)
@@ -230,7 +231,7 @@ def _parse_index(text: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def _build_edges(g: Graph, inputs: list, model: Model, problems: list[Problem]) -> None:
+def _build_edges(g: Graph, inputs: list, in_order: bool, model: Model, problems: list[Problem]) -> None:
     """Note [peer order]: ModelSerializeImp::HandleNodeNameRef gives every parsed input
     entry ("src:idx", data or control) of a graph a running number from 1 and files the
     edge under its source anchor with the key `_src_out_peer_index_for_ge_txt_load[k]`
@@ -248,7 +249,7 @@ def _build_edges(g: Graph, inputs: list, model: Model, problems: list[Problem]) 
     every node's list) can leave its list alone and write just the index. Other loaded
     nodes, like the nodes the passes make, keep `None` (not known to match)."""
     file = model.source
-    pending: dict = {}          # src out-anchor → [(key, seq, dst in-anchor)]
+    pending: dict = {}          # src out-anchor → [(key, seq, dst in-anchor)] (Note [peers in order])
     pending_ctrl: dict = {}     # src node → [(key, seq, dst node)]
     seq = 0                     # GE's cur_index
     by_name = g.by_name
@@ -298,7 +299,16 @@ def _build_edges(g: Graph, inputs: list, model: Model, problems: list[Problem]) 
                         src.out_ctrl_set = set()    # Note [shared empties] in engine/core/graph.py
                     src.out_ctrl_set.add(n)
                     n.in_ctrl.append(src)
-                    pending_ctrl.setdefault(src, []).append((key, seq, n))
+                    dsts = pending_ctrl.get(src)
+                    if dsts is not None:
+                        dsts.append((key, seq, n))
+                    else:
+                        succ = src.out_ctrl
+                        if in_order or key == len(succ):    # Note [peers in order]
+                            succ.append(n)
+                        else:
+                            pending_ctrl[src] = [(i, 0, d) for i, d in enumerate(succ)] + [(key, seq, n)]
+                            succ.clear()
                 else:
                     as_written = False
                 continue
@@ -314,18 +324,33 @@ def _build_edges(g: Graph, inputs: list, model: Model, problems: list[Problem]) 
             if slot >= len(ins):
                 n.ensure_inputs(slot + 1)
             o = outs[idx]
+            dst = ins[slot]
             dsts = pending.get(o)
-            if dsts is None:
-                pending[o] = [(key, seq, ins[slot])]
+            if dsts is not None:
+                dsts.append((key, seq, dst))
             else:
-                dsts.append((key, seq, ins[slot]))
+                peers = o.peers
+                if in_order or key == len(peers):      # Note [peers in order]
+                    peers.append(dst)
+                    dst.peer = o
+                else:
+                    pending[o] = [(i, 0, d) for i, d in enumerate(peers)] + [(key, seq, dst)]
+                    peers.clear()
             slot += 1
         if as_written and slot == len(ins):
             n.dirty = False
     # Note [edge sort]: `seq` is unique within a graph, so sorting the (key, seq, dst)
     # tuples themselves orders by (key, seq) and never compares two destinations; each
     # destination slot is filed once, so it has no peer yet (surgery.link's unlink and
-    # dirty mark are moot: `dirty` is the loader's, see Note [inputs as written])
+    # dirty mark are moot: `dirty` is the loader's, see Note [inputs as written]).
+    #
+    # Note [peers in order]: a source's entries nearly always come in key order (GE
+    # writes each edge's place in its source's list, and the consumers in that order), so
+    # each edge is linked at once while its key is the list's length (or always, in a
+    # graph without peer indices, where the key is `seq`); only a source whose order
+    # breaks gets a (key, seq, dst) list to sort, which starts with the edges linked so
+    # far as (place, 0, dst): their keys were their places, and seq 0 keeps them before
+    # any later entry of the same key, as their smaller seq did.
     for src, dsts in pending.items():
         if len(dsts) > 1:
             dsts.sort()

@@ -102,13 +102,19 @@ class Node:
         self.name: str = op.name if name is None else name
         self.type: str = _intern(op.type)         # a few dozen types over all nodes
         self.graph = graph
-        # one or two anchors a side is the common case: made without a comprehension's frame
+        # none, one or two anchors a side is the common case: made without a comprehension
         k = len(op.input_desc)
-        self.ins: list[InAnchor] = ([InAnchor(self, 0)] if k == 1 else [InAnchor(self, 0), InAnchor(self, 1)] if k == 2
-                                    else [InAnchor(self, i) for i in range(k)])
+        if k == 1:
+            self.ins: list[InAnchor] = [InAnchor(self, 0)]
+        elif k == 2:
+            self.ins = [InAnchor(self, 0), InAnchor(self, 1)]
+        else:
+            self.ins = [InAnchor(self, i) for i in range(k)] if k else []
         k = len(op.output_desc)
-        self.outs: list[OutAnchor] = ([OutAnchor(self, 0)] if k == 1
-                                      else [OutAnchor(self, i) for i in range(k)])
+        if k == 1:
+            self.outs: list[OutAnchor] = [OutAnchor(self, 0)]
+        else:
+            self.outs = [OutAnchor(self, i) for i in range(k)] if k else []
         self.in_ctrl: list[Node] = []
         self.out_ctrl: list[Node] = []
         # Note [shared empties]: most nodes have no control successor and no subgraph; they

@@ -194,8 +194,8 @@ def test_saving_spills_a_large_graph_and_writes_the_same_bytes(tmp_path, monkeyp
     most, spills = [0], []
     real_add = dumpio._Held.add
 
-    def add(self, parts):
-        real_add(self, parts)
+    def add(self, parts, n=None):
+        real_add(self, parts, n)
         most[0] = max(most[0], self.in_memory)
         if self.file is not None and self.file not in spills:
             spills.append(self.file)
@@ -208,3 +208,120 @@ def test_saving_spills_a_large_graph_and_writes_the_same_bytes(tmp_path, monkeyp
     assert most[0] <= 2000 + largest_op + 16      # never more than the limit and one op held
     assert [p.name for p in tmp_path.iterdir()] == ["out.pb"]
     assert all(f.closed for f in spills)
+
+
+# ---- Note [inputs as written] ------------------------------------------------------------
+AS_WRITTEN = """
+graph {
+  name: "g"
+  op { name: "a" type: "Data" output_desc { } output_desc { }
+       attr { key: "_src_out_peer_index_for_ge_txt_load" value { list { val_type: VT_LIST_INT } } } }
+  op { name: "b" type: "Relu" input: "a:0" input_desc { } output_desc { } }
+  op { name: "c" type: "Relu" input: "a:0" input: "b:-1" input_desc { } output_desc { } }
+  op { name: "ctrl_first" type: "Relu" input: "b:-1" input: "a:0" input_desc { } output_desc { } }
+  op { name: "ctrl_twice" type: "Relu" input: "a:1" input: "c:-1" input: "c:-1" input_desc { } output_desc { } }
+  op { name: "padded" type: "Relu" input: "a:00" input_desc { } output_desc { } }
+  op { name: "extra_empty" type: "Relu" input: "a:0" input: "" input_desc { } output_desc { } }
+  op { name: "short" type: "Add" input: "a:0" input_desc { } input_desc { } output_desc { } }
+  op { name: "no_colon" type: "Add" input: "junk" input: "b:0" input_desc { } input_desc { } output_desc { } }
+  op { name: "unfed" type: "Relu" input_desc { } output_desc { } }
+  op { name: "gap" type: "Add" input: "" input: "c:0" input_desc { } input_desc { } output_desc { } }
+  op { name: "beyond" type: "Relu" input: "" input: "b:0" input_desc { } output_desc { } }
+  op { name: "d" type: "Add" input: "a:1" input: "b:0" input: "a:-1" input_desc { } input_desc { } output_desc { } }
+  op { name: "e" type: "Relu" input: "a:0" input: "b:-1" input_desc { } output_desc { } }
+}
+"""
+WRITTEN_AS_LOADED = {"a", "b", "c", "gap", "beyond", "d", "e"}
+
+
+def test_loader_marks_the_nodes_whose_inputs_a_save_writes_unchanged():
+    model = build_model(_model(AS_WRITTEN))
+    assert model.emit_peer_index
+    assert {n.name for n in model.root.nodes() if n.dirty is False} == WRITTEN_AS_LOADED
+    assert all(n.dirty is None for n in model.root.nodes() if n.name not in WRITTEN_AS_LOADED)
+
+
+def _edit(model):
+    from engine.core import surgery
+    g = model.root
+    a, b, c, d = (g.find(x) for x in "abcd")
+    surgery.unlink(a.outs[0], b.ins[0])             # every later peer of a:0 moves up one place
+    surgery.unlink_ctrl(b, c)                       # and b's control successors too
+    surgery.link_ctrl(d, g.find("unfed"))
+    surgery.link(c.outs[0], b.ins[0])
+
+
+@pytest.mark.parametrize("edit", [False, True])
+def test_saving_nodes_as_written_gives_the_bytes_of_a_full_rewrite(edit, monkeypatch):
+    """A save writes only the peer index of the nodes loaded as written (dirty False);
+    the bytes are those of rewriting every node's inputs, as a save did before."""
+    fast, full = build_model(_model(AS_WRITTEN)), build_model(_model(AS_WRITTEN))
+    for n in full.root.nodes():
+        n.dirty = None          # not known: every input list is rebuilt
+    if edit:
+        _edit(fast)
+        _edit(full)
+    rewritten = []
+    real = dumpio._rewrite_inputs
+    monkeypatch.setattr(dumpio, "_rewrite_inputs", lambda n, pos: (rewritten.append(n.name), real(n, pos)))
+    data = serialize_model(fast)
+    clean = WRITTEN_AS_LOADED - ({"b", "c"} if edit else set())     # the edit's unlinks mark b and c
+    assert sorted(rewritten) == sorted({n.name for n in fast.root.nodes()} - clean)
+    assert data == serialize_model(full)
+    again = pb.ModelDef()
+    again.ParseFromString(data)
+    ops = {op.name: op for op in again.graph[0].op}
+    assert list(ops["ctrl_first"].input) == ["a:0", "b:-1"]       # rewritten lists are canonical
+    # e is not rewritten, but its places in a:0's peers and b's control successors are
+    # written as they are now
+    assert list(ops["e"].attr[dumpio.PEER_INDEX_ATTR].list.i) == ([5, 1] if edit else [6, 2])
+    if edit:
+        assert list(ops["c"].input) == ["a:0"]
+
+
+def test_peer_lists_follow_the_keys_in_any_arrival_order():
+    """Note [peers in order]: edges arriving in key order are linked at once, the rest
+    sorted; either way each source's list is its entries in (key, running number) order."""
+    import random
+    rng = random.Random(3)
+    for trial in range(200):
+        g = pb.ModelDef().graph.add(name="g")
+        srcs = [g.op.add(name=f"s{i}", type="Data") for i in range(3)]
+        for s in srcs:
+            s.output_desc.add()
+        expected: dict[str, list] = {f"s{i}": [] for i in range(3)}
+        ctrl_expected: dict[str, list] = {f"s{i}": [] for i in range(3)}
+        seq = 0
+        with_index = rng.random() < 0.8
+        for j in range(rng.randrange(1, 9)):
+            op = g.op.add(name=f"c{j}", type="Relu")
+            keys = []
+            data = rng.sample(range(3), rng.randrange(1, 4))
+            ctrl = rng.sample(range(3), rng.randrange(0, 3))
+            for i in data:
+                op.input_desc.add()
+                op.input.append(f"s{i}:0")
+            for i in ctrl:
+                op.input.append(f"s{i}:-1")
+            for i, lists in [(i, expected) for i in data] + [(i, ctrl_expected) for i in ctrl]:
+                seq += 1
+                # mostly the place the edge will have, sometimes another, a repeat or -1
+                place = len(lists[f"s{i}"])
+                k = rng.choice([place, place, place, rng.randrange(-1, 4)])
+                keys.append(k)
+                lists[f"s{i}"].append((k if k >= 0 else seq, seq, op.name))
+            if with_index:
+                lst = op.attr[dumpio.PEER_INDEX_ATTR].list
+                lst.i.extend(keys)
+                lst.val_type = pb.AttrDef.ListValue.VT_LIST_INT
+        if not with_index:      # no index: the running number is every key
+            for d in (expected, ctrl_expected):
+                for name, entries in d.items():
+                    d[name] = [(s, s, dst) for _, s, dst in entries]
+        md = pb.ModelDef()
+        md.graph.append(g)
+        model = build_model(md)
+        for i in range(3):
+            s = model.root.find(f"s{i}")
+            assert [p.node.name for p in s.outs[0].peers] == [d for _, _, d in sorted(expected[f"s{i}"])]
+            assert [c.name for c in s.out_ctrl] == [d for _, _, d in sorted(ctrl_expected[f"s{i}"])]

@@ -115,3 +115,77 @@ graphs:
 """)
     assert [n.name for n in m.all_nodes()] == ["d", "if", "t1", "t2", "e1", "z"]
     assert [g.name for g in m.all_subgraphs()] == ["t", "e"]
+
+
+# ---- find_cycle: Note [forward edges] ------------------------------------------------------
+def _kahn_cycle(graph, ignore_edge):
+    """find_cycle's answer by Kahn's algorithm over every edge (what it computed before)."""
+    order = graph.node_list()
+    indeg = {n: 0 for n in order}
+    kept = {n: [s for s in surgery.successors(n) if s in indeg and not ignore_edge(n, s)] for n in order}
+    for n in order:
+        for s in kept[n]:
+            indeg[s] += 1
+    stack = [n for n in order if indeg[n] == 0]
+    while stack:
+        for s in kept[stack.pop()]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                stack.append(s)
+    left = [n for n in order if indeg[n] > 0]
+    return left or None
+
+
+def _random_model(rng, size):
+    g = pb.ModelDef().graph.add(name="g")
+    for i in range(size):
+        o = g.op.add(name=f"n{i}", type="Relu")
+        o.output_desc.add()
+        for _ in range(rng.randrange(3)):
+            o.input_desc.add()
+            o.input.append(f"n{rng.randrange(size)}:0")
+        for _ in range(rng.randrange(2)):
+            o.input.append(f"n{rng.randrange(size)}:-1")
+    md = pb.ModelDef()
+    md.graph.append(g)
+    return build_model(md)
+
+
+def test_find_cycle_answers_as_kahns_algorithm():
+    import random
+    rng = random.Random(7)
+    found = 0
+    for trial in range(300):
+        model = _random_model(rng, rng.randrange(1, 12))
+        g = model.root
+        skip = {n for n in g.nodes() if rng.random() < 0.3}
+        ignore = lambda a, b: a in skip
+        if rng.random() < 0.5:
+            surgery.topo_sort(g)        # sorted graphs take the one-walk answer
+        got = surgery.find_cycle(g, ignore)
+        assert got == _kahn_cycle(g, ignore)
+        found += got is not None
+    assert 30 < found < 270             # both answers were exercised
+
+
+def test_find_cycle_asks_only_about_backward_edges():
+    """A sorted graph whose one loop edge goes back: one question, no cycle; the same
+    edge counted: the cycle's nodes."""
+    md = pb.ModelDef()
+    g = md.graph.add(name="g")
+    size = 2000
+    for i in range(size):
+        o = g.op.add(name=f"n{i}", type="Relu")
+        o.input_desc.add()
+        o.output_desc.add()
+        o.input.append(f"n{(i - 1) % size}:0")     # n0 is fed by the last node: the back edge
+    model = build_model(md)
+    asked = []
+
+    def ignore(a, b):
+        asked.append((a.name, b.name))
+        return a.name == f"n{size - 1}"
+    assert surgery.find_cycle(model.root, ignore) is None
+    assert asked == [(f"n{size - 1}", "n0")]
+    cycle = surgery.find_cycle(model.root, lambda a, b: False)
+    assert cycle is not None and len(cycle) == size

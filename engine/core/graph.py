@@ -33,6 +33,7 @@ _OUT_KEY, _OUT_VALUE = PORT_NAME_ATTRS[1][1:]
 # lists only grow (nothing in the engine deletes or replaces an op's descriptors), so the
 # message an anchor found stays the one at its index.
 _NO_NODES: frozenset = frozenset()
+_intern = sys.intern
 
 
 class InAnchor:
@@ -96,13 +97,25 @@ class Node:
                  "subgraphs", "prev", "next", "dirty", "_ports", "alive", "akeys")
     is_node = True          # Note [is_node] in engine/core/attrs.py
 
-    def __init__(self, op: pb.OpDef, graph: "Graph"):
+    def __init__(self, op: pb.OpDef, graph: "Graph", name: str | None = None):
+        """`name`: op.name, when the caller has read it already (the loader)."""
         self.op = op
-        self.name: str = op.name
-        self.type: str = sys.intern(op.type)      # a few dozen types over all nodes
+        self.name: str = op.name if name is None else name
+        self.type: str = _intern(op.type)         # a few dozen types over all nodes
         self.graph = graph
-        self.ins: list[InAnchor] = [InAnchor(self, i) for i in range(len(op.input_desc))]
-        self.outs: list[OutAnchor] = [OutAnchor(self, i) for i in range(len(op.output_desc))]
+        # none, one or two anchors a side is the common case: made without a comprehension
+        k = len(op.input_desc)
+        if k == 1:
+            self.ins: list[InAnchor] = [InAnchor(self, 0)]
+        elif k == 2:
+            self.ins = [InAnchor(self, 0), InAnchor(self, 1)]
+        else:
+            self.ins = [InAnchor(self, i) for i in range(k)] if k else []
+        k = len(op.output_desc)
+        if k == 1:
+            self.outs: list[OutAnchor] = [OutAnchor(self, 0)]
+        else:
+            self.outs = [OutAnchor(self, i) for i in range(k)] if k else []
         self.in_ctrl: list[Node] = []
         self.out_ctrl: list[Node] = []
         # Note [shared empties]: most nodes have no control successor and no subgraph; they
@@ -112,7 +125,10 @@ class Node:
         self.subgraphs: list[Graph | None] | tuple = ()       # by subgraph index; None = empty name
         self.prev: Node | None = None
         self.next: Node | None = None
-        self.dirty = False      # inputs changed: OpDef.input is rewritten on save
+        # True: inputs changed, OpDef.input is rewritten on save; False: a loaded node whose
+        # OpDef.input is what a rewrite writes; None: not known (Note [inputs as written] in
+        # engine/core/dumpio.py)
+        self.dirty: bool | None = None
         self._ports = None
         self.alive = True
         self.akeys = None
@@ -306,6 +322,24 @@ class Graph:
     def append(self, node: Node) -> None:
         self._register(node)
         self._link_after(node, None)
+
+    def link_loaded(self, nodes: list[Node]) -> None:
+        """`append` each of `nodes` in order, for the loader: new nodes of this graph that
+        are in `by_name` already (unlinked: `prev`/`next` None)."""
+        if not nodes:
+            return
+        prev = self.tail
+        if prev is None:
+            self.head = nodes[0]
+        else:
+            prev.next = nodes[0]
+        for n in nodes:
+            n.prev = prev
+            prev = n
+        for a, b in zip(nodes, nodes[1:]):
+            a.next = b
+        self.tail = prev
+        self.count += len(nodes)
 
     def insert_after(self, node: Node, after: Node) -> None:
         """GE ComputeGraph::InsertNode: right after `after`, sharing its topological id."""

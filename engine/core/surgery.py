@@ -345,7 +345,17 @@ def successors(n: Node) -> list[Node]:
 
 
 def find_cycle(graph: Graph, ignore_edge: Callable[[Node, Node], bool]) -> list[Node] | None:
-    """A data/control cycle among the direct nodes, skipping edges `ignore_edge(a, b)`."""
+    """A data/control cycle among the direct nodes, skipping edges `ignore_edge(a, b)`
+    (a predicate without side effects): None, or the nodes on or behind a cycle, in order.
+
+    Note [forward edges]: when every counted edge goes forward in the list order, that
+    order is a topological one and there is no cycle; a graph as GE dumps it (and as
+    topo_sort leaves it) is in such an order. One walk that remembers the nodes passed
+    finds out, and asks `ignore_edge` only about edges back to a node passed (a loop's
+    back edge): no per-node list and no in-degree table. Only a graph with a counted
+    backward edge goes on to Kahn's algorithm below."""
+    if not _has_backward_edge(graph, ignore_edge):
+        return None
     order = graph.node_list()
     indeg = {n: 0 for n in order}
     kept: dict[Node, list[Node]] = {}       # each node's counted edges, decided once
@@ -365,3 +375,23 @@ def find_cycle(graph: Graph, ignore_edge: Callable[[Node, Node], bool]) -> list[
     if seen == len(order):
         return None
     return [n for n in order if indeg[n] > 0]
+
+
+def _has_backward_edge(graph: Graph, ignore_edge: Callable[[Node, Node], bool]) -> bool:
+    """Some edge not ignored goes from a direct node to itself or to one before it
+    (Note [forward edges]); edges to nodes outside the list do not count."""
+    passed: set[Node] = set()
+    mark = passed.add
+    n = graph.head
+    while n is not None:
+        if n.alive:
+            mark(n)
+            for o in n.outs:
+                for p in o.peers:
+                    if p.node in passed and not ignore_edge(n, p.node):
+                        return True
+            for c in n.out_ctrl:
+                if c in passed and not ignore_edge(n, c):
+                    return True
+        n = n.next
+    return False

@@ -39,6 +39,7 @@ MIN_SECONDS = 0.05      # below this at both sizes, timer noise dominates the ex
 def measure(path: Path, options: dict[str, str]) -> dict:
     """One run of the whole default pipeline, binary in and out, as `memconflict run` does it."""
     from engine.core.dumpio import load_model, save_model
+    from engine.core.gcpause import no_gc
     from engine.passes.catalog import load_pack
     from engine.passes.context import RunContext
     from engine.passes.manager import check_graph, resolve_passes, run_passes
@@ -57,9 +58,10 @@ def measure(path: Path, options: dict[str, str]) -> dict:
     gc.collect()
     wall0 = time.perf_counter()
     t0 = clock()
-    model = load_model(path)
+    with no_gc():           # as the CLI loads: the model frozen before the collector is back on
+        model = load_model(path)
+        gc.freeze()
     stages.append(("load", clock() - t0))
-    gc.freeze()             # as the CLI does after loading
     nodes = model.node_count()
     ctx = RunContext(pack, model, dict(options))
     t0 = clock()

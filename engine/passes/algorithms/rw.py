@@ -215,6 +215,19 @@ class RWPass:
         self.OUT_RO, self.OUT_SOFT, self.OUT_W, self.OUT_INV = O["read_only"], O["soft_read"], O["writeable"], O["invalid"]
         self.in_rank = {t: i for i, t in enumerate(cfg.input_types)}
         self._cites: dict[int, list[Cite]] = {}      # Note [cite lists]
+        # Note [shared typings]: a typing is a (type, rule) pair and a rule list yields only
+        # a handful of them, while the walk types every anchor (250k at 100k nodes); each
+        # distinct pair is made once per list and shared (nothing writes a _Typed's fields)
+        self._t_out: dict = {}
+        self._t_in: dict = {}
+        self._t_out_over: dict = {}
+        self._t_in_over: dict = {}
+        self._no_producer = _Typed(self.OUT_INV, "no producer")
+        self._no_out_rule = _Typed(self.OUT_INV, "no output rule matched")
+        self._no_in_rule = _Typed(self.IN_INV, "no input rule matched")
+        # the decision of every (output type, input type) pair, as `decide` gives it
+        self._decisions = {(o, i): self.decide(o, i) for o in cfg.output_types for i in cfg.input_types
+                           if o == self.OUT_INV or i == self.IN_INV or (o, i) in cfg.matrix}
 
     # ---- typing ----------------------------------------------------------------
     def _cite(self, rules: list[Rule], i: int) -> Cite | str:
@@ -230,31 +243,41 @@ class RWPass:
     def _single_output_value(self, anchor: OutAnchor | None) -> str:
         return self.single_output(anchor).value
 
+    def _typed(self, memo: dict, rules: list[Rule], v: str, i: int) -> _Typed:
+        """The shared typing (v, rule i of `rules`) (Note [shared typings])."""
+        t = memo.get((v, i))
+        if t is None:
+            t = memo[(v, i)] = _Typed(v, self._cite(rules, i))
+        return t
+
     def single_output(self, anchor: OutAnchor | None) -> _Typed:
         if anchor is None:
-            return _Typed(self.OUT_INV, "no producer")
+            return self._no_producer
         v, i = self.f_out(anchor.node, anchor)
         if v is None:
-            return _Typed(self.OUT_INV, "no output rule matched")
-        return _Typed(v, self._cite(self.cfg.output_rules, i))
+            return self._no_out_rule
+        return self._t_out.get((v, i)) or self._typed(self._t_out, self.cfg.output_rules, v, i)
 
     def single_input(self, anchor: InAnchor) -> _Typed:
         v, i = self.f_in(anchor.node, anchor)
         if v is None:
-            return _Typed(self.IN_INV, "no input rule matched")
-        return _Typed(v, self._cite(self.cfg.input_rules, i))
+            return self._no_in_rule
+        return self._t_in.get((v, i)) or self._typed(self._t_in, self.cfg.input_rules, v, i)
 
     def output_rw(self, anchor: OutAnchor | None) -> _Typed:
         """OutputRW. Note [no output cache]: an output's type depends on its current
         consumer count, which the walk changes; GE recomputes it on every call."""
         if anchor is None:
-            return _Typed(self.OUT_INV, "no producer")
+            return self._no_producer
         node = anchor.node
         v, i = self.f_out_over(node, anchor)
         if v is not None:
-            t = _Typed(v, self._cite(self.cfg.output_overrides, i))
+            t = self._t_out_over.get((v, i)) or self._typed(self._t_out_over, self.cfg.output_overrides, v, i)
         elif not node.subgraphs or not any(g is not None for g in node.subgraphs):
-            t = self.single_output(anchor)
+            v, i = self.f_out(node, anchor)          # single_output, inline
+            if v is None:
+                return self._no_out_rule
+            t = self._t_out.get((v, i)) or self._typed(self._t_out, self.cfg.output_rules, v, i)
         else:
             netouts = [(g, n) for g in node.subgraphs if g is not None for n in g.nodes()
                        if self.p["subgraph_netoutput"](n)]
@@ -270,14 +293,18 @@ class RWPass:
         return t
 
     def input_rw(self, anchor: InAnchor, use_cache: bool = True) -> _Typed:
-        if use_cache and anchor in self.in_cache:
-            return self.in_cache[anchor]
+        if use_cache:
+            t = self.in_cache.get(anchor)        # never None once stored
+            if t is not None:
+                return t
         node = anchor.node
         v, i = self.f_in_over(node, anchor)
         if v is not None:
-            t = _Typed(v, self._cite(self.cfg.input_overrides, i))
+            t = self._t_in_over.get((v, i)) or self._typed(self._t_in_over, self.cfg.input_overrides, v, i)
         elif not node.subgraphs or not any(g is not None for g in node.subgraphs):
-            t = self.single_input(anchor)
+            v, i = self.f_in(node, anchor)           # single_input, inline
+            t = self._no_in_rule if v is None else (
+                self._t_in.get((v, i)) or self._typed(self._t_in, self.cfg.input_rules, v, i))
         else:
             vals = []
             for g in node.subgraphs:
@@ -418,14 +445,20 @@ class RWPass:
                 self.insert_as_needed(node)
 
     def insert_as_needed(self, node: Node) -> None:
-        if not node.has_data_consumers():
+        outs = node.outs
+        for o in outs:                  # has_data_consumers, inline
+            if o.peers:
+                break
+        else:
             return
         skip_consumer = self.p["skip_consumer"]
         input_rw, decide, in_sw = self.input_rw, self.decide, self.IN_SW
+        decisions, in_cache = self._decisions, self.in_cache
         probe = self.ctx.probe
-        for o in node.outs:
+        for o in outs:
             out_t = self.output_rw(o)
-            skip_last = self.need_check_skip(out_t.value, node, o)
+            out_v = out_t.value
+            skip_last = self.need_check_skip(out_v, node, o)
             last_node = None
             peers = list(o.peers)
             for k, peer in enumerate(peers):
@@ -434,8 +467,8 @@ class RWPass:
                     if probe is not None and probe.wants_pair(o, peer):
                         self._why_not(o, peer, out_t, None, "skip-consumer")
                     continue
-                in_t = input_rw(peer)
-                res = decide(out_t.value, in_t.value)
+                in_t = in_cache.get(peer) or input_rw(peer)
+                res = decisions.get((out_v, in_t.value)) or decide(out_v, in_t.value)
                 if skip_last:
                     if last_node is None:
                         last_node = pn

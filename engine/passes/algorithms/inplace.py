@@ -22,7 +22,7 @@ from engine.core.graph import Graph, InAnchor, OutAnchor
 from engine.pack.model import Pack
 from engine.pack.loader import parse_rule_expr
 from engine.dsl.library import bound_functions
-from engine.core.attrs import node_attr
+from engine.core.attrs import attr_keys, node_attr
 from engine.core.schema import Reader
 from engine.passes.symbols import SymbolTable
 from engine.passes.algorithms.ctrl_conflict import CtrlNodeConflict
@@ -128,11 +128,19 @@ class InplacePass:
         chosen: list[tuple[InAnchor, OutAnchor]] = []
         rejected: dict[OutAnchor, list[dict]] = {}
         probe = self.ctx.probe
+        ability, pure = self.cfg.ability_attr, self.pure_no_inplace
         for node in model.all_nodes(graph):
             if probe is not None and not probe.near and probe.wants_node(node):
                 self.why_not(graph, table, read_only, node)
-            cands = self.candidates(node)
-            if not cands and self.pure_no_inplace:
+            # a node without the ability attribute has no candidate: its key set says so
+            # before the attribute is looked up (Note [attribute key sets])
+            if ability not in (node.akeys or attr_keys(node)):
+                if pure:
+                    continue
+                cands = []
+            else:
+                cands = self.candidates(node)
+            if not cands and pure:
                 continue                # every filter below keeps nothing (Note [pure predicate])
             cand = [(o, i) for o, i in cands
                     if 0 <= o < len(node.outs) and 0 <= i < len(node.ins)]

@@ -196,8 +196,9 @@ class RWPass:
         self.netout_rw: dict[tuple[Graph, int], str] = {}     # subgraph NetOutput input p → output type
         consts = {t: t for t in cfg.input_types + cfg.output_types}
         prims = bound_functions(ctx, RW_PRIMS, {
-            "is_ref_output": lambda a: a is not None and a.idx in self.ref_out.get(a.node, ()),
-            "is_ref_input": lambda a: a is not None and a.idx in self.ref_in.get(a.node, ()),
+            # the maps are filled in place (never replaced): bound once, not read off self per call
+            "is_ref_output": lambda a, refs=self.ref_out: a is not None and a.idx in refs.get(a.node, ()),
+            "is_ref_input": lambda a, refs=self.ref_in: a is not None and a.idx in refs.get(a.node, ()),
             "single_output_rw": depth_guarded(self._single_output_value, "single_output_rw",
                                               _first_use(cfg.output_rules, "single_output_rw")),
         })
@@ -338,18 +339,32 @@ class RWPass:
 
     # ---- ref relations -----------------------------------------------------------
     def mark_ref_relations(self) -> None:
+        # Note [ref relations per port map]: the (output → input, input → output) maps of a
+        # node follow from its port-name maps alone, which nodes named alike share (Note
+        # [shared port maps] in engine/core/graph.py); they are worked out once per distinct
+        # map pair and shared by its nodes (read only). Marking `reference_attr` once per
+        # node writes what marking it once per shared name did (the same key, the same value).
+        per_ports: dict[int, tuple] = {}
+        ref_out, ref_in, ref_attr = self.ref_out, self.ref_in, self.cfg.reference_attr
         for node in self.ctx.model.all_nodes():
-            ins, outs = node.ports()
-            if not ins or not outs:
-                continue
-            for name, in_idx in ins.items():
-                out_idx = outs.get(name)
-                if out_idx is None:
-                    continue
-                self.ref_out.setdefault(node, {})[out_idx] = in_idx
-                self.ref_in.setdefault(node, {})[in_idx] = out_idx
-                if self.cfg.reference_attr:
-                    set_node_attr(node, self.cfg.reference_attr, True)
+            pair = node.ports()
+            hit = per_ports.get(id(pair))
+            if hit is None:
+                ins, outs = pair
+                o2i: dict[int, int] = {}
+                i2o: dict[int, int] = {}
+                if ins and outs:
+                    for name, in_idx in ins.items():
+                        out_idx = outs.get(name)
+                        if out_idx is not None:
+                            o2i[out_idx] = in_idx
+                            i2o[in_idx] = out_idx
+                hit = per_ports[id(pair)] = (pair, o2i, i2o)     # the pair kept alive: its id stays its own
+            if hit[1]:
+                ref_out[node] = hit[1]
+                ref_in[node] = hit[2]
+                if ref_attr:
+                    set_node_attr(node, ref_attr, True)
 
     # ---- subgraph propagation (MarkRWTypeForAllSubgraph) ----------------------------
     def mark_subgraphs(self) -> None:

@@ -175,6 +175,13 @@ def _first_use(rules: list[Rule], fn: str) -> Loc:
     return rules[0].loc if rules else Loc("<pack>")
 
 
+def _may_stop(prim, name: str) -> bool:
+    """A function whose call may stop the pass: a pack-defined one (its body unseen here), one
+    that may `fail`, or this section's primitive that applies the output rules again (its call
+    depth is guarded)."""
+    return prim is None or prim.template is not None or bool(prim.effects) or name == "single_output_rw"
+
+
 # ---- running -----------------------------------------------------------------------
 class _Typed:
     __slots__ = ("value", "why")
@@ -229,6 +236,27 @@ class RWPass:
         # the decision of every (output type, input type) pair, as `decide` gives it
         self._decisions = {(o, i): self.decide(o, i) for o in cfg.output_types for i in cfg.input_types
                            if o == self.OUT_INV or i == self.IN_INV or (o, i) in cfg.matrix}
+        # Note [quiet output rows]: an output type whose matrix row inserts for no input type
+        # (an Invalid input: wrong_graph, which inserts nothing either) decides every consumer
+        # edge without the consumer's type; when NeedCheckSkip is off too, the peer loop only
+        # types the inputs and moves on. It is skipped then, provided nothing can tell: no
+        # probe (it reports each edge), and neither the input typing rules nor skip_consumer
+        # call anything that may stop the pass (a pack function, a `fail`, a primitive that
+        # applies rules again; nor subgraph_data, which input_rw asks of a parent's subgraph
+        # nodes). The input typings it would have cached are never read from
+        # the cache later: the walk's later cached reads (split_identity and
+        # remove_no_use_identity, at an identity's own visit, before its insert_as_needed)
+        # are of consumers whose producer has not been visited, and every edge the walk
+        # re-links is typed before it is re-linked.
+        self._quiet_rows = frozenset(
+            o for o in cfg.output_types
+            if all((o, i) in self._decisions and self._decisions[(o, i)] != "insert_identity"
+                   for i in cfg.input_types))
+        fns = comp.scope.functions
+        exprs = [x for r in cfg.input_rules + cfg.input_overrides for x in (r.when, r.value)]
+        exprs += [cfg.predicates["skip_consumer"], cfg.predicates["subgraph_data"]]     # input_rw reads the latter
+        self._inputs_pure = not any(isinstance(e, Call) and _may_stop(fns.get(e.fn), e.fn)
+                                    for x in exprs if x is not None for e in walk(x))
 
     # ---- typing ----------------------------------------------------------------
     def _cite(self, rules: list[Rule], i: int) -> Cite | str:
@@ -470,10 +498,13 @@ class RWPass:
         input_rw, decide, in_sw = self.input_rw, self.decide, self.IN_SW
         decisions, in_cache = self._decisions, self.in_cache
         probe = self.ctx.probe
+        quiet = self._quiet_rows if probe is None and self._inputs_pure else ()
         for o in outs:
             out_t = self.output_rw(o)
             out_v = out_t.value
             skip_last = self.need_check_skip(out_v, node, o)
+            if not skip_last and out_v in quiet:
+                continue                # Note [quiet output rows]
             last_node = None
             peers = list(o.peers)
             for k, peer in enumerate(peers):

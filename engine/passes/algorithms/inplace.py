@@ -123,13 +123,16 @@ class InplacePass:
         model = self.ctx.model
         lp = self.lp
         table = lp.sym.build(model, graph)
-        read_only = {table.of[o] for n in model.all_nodes(graph) if self.p["read_only_source"](n)
+        # one node list for both walks: neither edits the graph (predicates cannot: the type checker
+        # refuses an editing function outside actions; the chosen pairs are written after both)
+        nodes = model.all_nodes(graph)
+        read_only = {table.of[o] for n in nodes if self.p["read_only_source"](n)
                      for o in n.outs if o in table.of}
         chosen: list[tuple[InAnchor, OutAnchor]] = []
         rejected: dict[OutAnchor, list[dict]] = {}
         probe = self.ctx.probe
         ability, pure = self.cfg.ability_attr, self.pure_no_inplace
-        for node in model.all_nodes(graph):
+        for node in nodes:
             if probe is not None and not probe.near and probe.wants_node(node):
                 self.why_not(graph, table, read_only, node)
             # a node without the ability attribute has no candidate: its key set says so

@@ -137,3 +137,47 @@ graphs:
 """)
     assert [n.name for n in surgery.topo_sort(u.root)] == ["b", "a", "c"] == [n.name for n in u.root.node_list()]
     assert [n.id for n in u.root.node_list()] == [0, 1, 2]
+
+
+SILENT = """
+graphs:
+  root:
+    nodes:
+      relu: {type: Relu, inputs: 0, outputs: 1}
+      allreduce: {type: HcomAllReduce, inputs: 1, outputs: 1, attrs: {_input_mutable: true}}
+      netoutput: {type: NetOutput, inputs: 1, outputs: 0}
+    edges: [relu -> allreduce, allreduce -> netoutput]
+expect:
+  passes: [hccl_memcpy]
+"""
+
+
+def test_a_rule_without_actions_or_reasons_is_not_fired(monkeypatch, tmp_path):
+    p = tmp_path / "silent.yaml"
+    p.write_text(SILENT)
+    fired = []
+    orig = rewrite._Compiled._fire
+
+    def fire(self, rule, env, reason, actions, step):
+        fired.append(rule.id)
+        return orig(self, rule, env, reason, actions, step)
+    monkeypatch.setattr(rewrite._Compiled, "_fire", fire)
+    held = Counter()
+    orig_step = rewrite._Compiled._step
+
+    def step(self, graph, node, st, lets, rules):
+        def when_of(rule, when):
+            def w(*env):
+                r = when(*env)
+                if r:
+                    held[rule.id] += 1
+                return r
+            return w
+        return orig_step(self, graph, node, st, lets, [(r, when_of(r, w), rs, a) for r, w, rs, a in rules])
+    monkeypatch.setattr(rewrite._Compiled, "_step", step)
+    model, _ = _run(p, ["hccl_memcpy"], tmp_path, "silent")
+    # relu's output feeds only the collective: hccl/single-consumer holds, has no `do`, is not fired
+    assert held["hccl/single-consumer"] == 1
+    assert fired == []
+    assert "_skip_rw_conflict" not in model.root.find("allreduce").op.attr
+    assert len(model.root.node_list()) == 3

@@ -407,14 +407,20 @@ class _Compiled:
             for rule, when, reason, actions in rules:
                 if not when(*env):
                     continue
-                self._fire(rule, env, reason, actions, step)
+                if actions or reason:       # Note [silent rules]
+                    self._fire(rule, env, reason, actions, step)
                 if rule.stop:
                     return
                 break
 
 
     def _fire(self, rule, env, reason, actions, step: Step) -> None:
-        """Run a rule that holds: its facts become the provenance of what its actions insert."""
+        """Run a rule that holds: its facts become the provenance of what its actions insert.
+
+        Note [silent rules]: the facts are read only by the actions that follow (an insert's
+        provenance, an ATTR_SET diagnostic); every `_fire` and `once` sets them afresh before
+        its actions. A rule without actions and without `reason:` (whose values might fail)
+        therefore need not be fired outside a why-not trace: `_step` skips it."""
         facts = {"step": step.name}
         for (key, _), value in zip(step.let, env[3:]):
             facts[key] = to_json(value)

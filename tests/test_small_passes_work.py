@@ -181,3 +181,26 @@ def test_a_rule_without_actions_or_reasons_is_not_fired(monkeypatch, tmp_path):
     assert fired == []
     assert "_skip_rw_conflict" not in model.root.find("allreduce").op.attr
     assert len(model.root.node_list()) == 3
+
+
+def test_topo_sort_model_checks_a_sorted_model_in_one_walk(monkeypatch):
+    model, _ = load_yaml_graph(SG, PACK)
+    ctx = RunContext(PACK, model, {})
+    check_graph(ctx)                        # sets the loop-back predicate
+    walked = surgery._all_nodes_if_sorted(model.root)
+    assert walked == model.all_nodes()      # GetAllNodes' order, every graph sorted
+    sorts = []
+    orig = surgery.topo_sort
+    monkeypatch.setattr(surgery, "topo_sort", lambda g, assign_ids=True: sorts.append(g.name) or orig(g, assign_ids))
+    assert surgery.topo_sort_model(model) == []
+    assert sorts == []                      # no graph was sorted one by one
+    assert [n.id for n in model.all_nodes()] == list(range(len(walked)))
+    # a subgraph in reverse order sends the call down the full path, which sorts every graph
+    sub = next(g for g in model.all_subgraphs(model.root)
+               if any(p.node.graph is g for n in g.node_list() for o in n.outs for p in o.peers))
+    sub.reorder(list(reversed(sub.node_list())))
+    assert surgery._all_nodes_if_sorted(model.root) is None
+    assert surgery.topo_sort_model(model) == []
+    assert sorted(sorts) == sorted(g.name for g in [model.root] + model.all_subgraphs(model.root))
+    assert surgery._all_nodes_if_sorted(model.root) == model.all_nodes()
+    assert [n.id for n in model.all_nodes()] == list(range(len(walked)))

@@ -349,9 +349,64 @@ def topo_sort_model(model, graph: Graph | None = None) -> list[Graph]:
     numbering for the whole model, so ids compare across graphs). Returns the graphs
     that have a cycle (left in their order)."""
     top = model.root if graph is None else graph
+    nodes = _all_nodes_if_sorted(top)
+    if nodes is not None:
+        _number(nodes)
+        return []
     cyclic = [g for g in [top] + model.all_subgraphs(top) if topo_sort(g, assign_ids=False) is None]
     _number(model.all_nodes(top))
     return cyclic
+
+
+def _all_nodes_if_sorted(top: Graph) -> list[Node] | None:
+    """topo_sort_model's common case in one walk: GetAllNodes(top) when `top` and every
+    graph below it are sorted already (as `_is_sorted` tells), else None (some graph needs
+    sorting: the full path follows).
+
+    Note [one walk when sorted]: the walk is GetAllNodes' (engine/core/graph.py
+    _nodes_under: a node, then its subgraphs' nodes, then the nodes after it), so each
+    graph's nodes come in its list order and one set of the nodes passed serves every
+    graph: an edge whose end was passed goes backward when both ends are in one graph
+    (only such an edge is looked at further, with the graph's loop-back predicate, as
+    topo_sort would). No node list per graph and no subgraph list; the ids are written
+    after the walk, so the predicate reads them as topo_sort's test did."""
+    seen: set[Node] = set()
+    add = seen.add
+    out: list[Node] = []
+    push = out.append
+    stack: list[Node | None] = [top.head]
+    while stack:
+        n = stack.pop()
+        while n is not None:
+            if not n.alive:
+                n = n.next
+                continue
+            add(n)
+            push(n)
+            hit = False
+            for o in n.outs:
+                for p in o.peers:
+                    if p.node in seen and p.node.graph is n.graph:
+                        hit = True
+                        break
+                if hit:
+                    break
+            if not hit and n.out_ctrl:
+                for c in n.out_ctrl:
+                    if c in seen and c.graph is n.graph:
+                        hit = True
+                        break
+            if hit:
+                g = n.graph
+                back = getattr(g.model, "loop_back_source", None) if g.model is not None else None
+                if back is None or not back(n):
+                    return None
+            if n.subgraphs:
+                stack.append(n.next)
+                stack.extend(sg.head for sg in reversed(n.subgraphs) if sg is not None)
+                break
+            n = n.next
+    return out
 
 
 def successors(n: Node) -> list[Node]:

@@ -269,18 +269,16 @@ def topo_sort(graph: Graph, assign_ids: bool = True) -> list[Node] | None:
     new order; with `assign_ids` ids become 0..n-1. Returns None on a cycle.
     """
     order = graph.node_list()
-    pos = {n: i for i, n in enumerate(order)}
     back = getattr(graph.model, "loop_back_source", None) if graph.model is not None else None
 
     def succ(n: Node) -> list[Node]:
         return [] if back is not None and back(n) else successors(n)
-    if _is_sorted(order, pos, back):
+    if _is_sorted(order, back):
         out = order                      # already sorted: Kahn's with this tie-break keeps it
         if assign_ids:
-            for i, n in enumerate(out):
-                if n.op.id != i:
-                    n.op.id = i
+            _number(out)
         return out
+    pos = {n: i for i, n in enumerate(order)}
     indeg = {n: 0 for n in order}
     for n in order:
         for s in succ(n):
@@ -301,26 +299,47 @@ def topo_sort(graph: Graph, assign_ids: bool = True) -> list[Node] | None:
         return None
     graph.reorder(out)
     if assign_ids:
-        for i, n in enumerate(out):
-            if n.op.id != i:
-                n.op.id = i
+        _number(out)
     return out
 
 
-def _is_sorted(order: list[Node], pos: dict, back) -> bool:
+def _number(nodes: list[Node]) -> None:
+    """Ids 0..n-1 in the order of `nodes`, writing only those that differ."""
+    i = 0
+    for n in nodes:
+        op = n.op
+        if op.id != i:
+            op.id = i
+        i += 1
+
+
+def _is_sorted(order: list[Node], back) -> bool:
     """Every edge (but those out of loop-back sources) goes forward in `order` (edges to
-    nodes outside it do not count): topo_sort's test, without a successor list per node."""
-    get = pos.get
-    for i, n in enumerate(order):
-        if back is not None and back(n):
-            continue
+    nodes outside it do not count): topo_sort's test, without a successor list per node.
+
+    Note [sorted test]: an edge goes backward when it ends at a node already passed (or at
+    its own source), so the walk keeps the set of nodes passed instead of a position table;
+    and it asks `back` (a pure pack predicate) only about a node with such an edge, not
+    about every node."""
+    seen: set[Node] = set()
+    add = seen.add
+    for n in order:
+        add(n)
+        backward = False
         for o in n.outs:
             for p in o.peers:
-                if get(p.node, i + 1) <= i:
-                    return False
-        for c in n.out_ctrl:
-            if get(c, i + 1) <= i:
-                return False
+                if p.node in seen:
+                    backward = True
+                    break
+            if backward:
+                break
+        if not backward and n.out_ctrl:
+            for c in n.out_ctrl:
+                if c in seen:
+                    backward = True
+                    break
+        if backward and (back is None or not back(n)):
+            return False
     return True
 
 
@@ -330,11 +349,64 @@ def topo_sort_model(model, graph: Graph | None = None) -> list[Graph]:
     numbering for the whole model, so ids compare across graphs). Returns the graphs
     that have a cycle (left in their order)."""
     top = model.root if graph is None else graph
+    nodes = _all_nodes_if_sorted(top)
+    if nodes is not None:
+        _number(nodes)
+        return []
     cyclic = [g for g in [top] + model.all_subgraphs(top) if topo_sort(g, assign_ids=False) is None]
-    for i, n in enumerate(model.all_nodes(top)):
-        if n.op.id != i:
-            n.op.id = i
+    _number(model.all_nodes(top))
     return cyclic
+
+
+def _all_nodes_if_sorted(top: Graph) -> list[Node] | None:
+    """topo_sort_model's common case in one walk: GetAllNodes(top) when `top` and every
+    graph below it are sorted already (as `_is_sorted` tells), else None (some graph needs
+    sorting: the full path follows).
+
+    Note [one walk when sorted]: the walk is GetAllNodes' (engine/core/graph.py
+    _nodes_under: a node, then its subgraphs' nodes, then the nodes after it), so each
+    graph's nodes come in its list order and one set of the nodes passed serves every
+    graph: an edge whose end was passed goes backward when both ends are in one graph
+    (only such an edge is looked at further, with the graph's loop-back predicate, as
+    topo_sort would). No node list per graph and no subgraph list; the ids are written
+    after the walk, so the predicate reads them as topo_sort's test did."""
+    seen: set[Node] = set()
+    add = seen.add
+    out: list[Node] = []
+    push = out.append
+    stack: list[Node | None] = [top.head]
+    while stack:
+        n = stack.pop()
+        while n is not None:
+            if not n.alive:
+                n = n.next
+                continue
+            add(n)
+            push(n)
+            hit = False
+            for o in n.outs:
+                for p in o.peers:
+                    if p.node in seen and p.node.graph is n.graph:
+                        hit = True
+                        break
+                if hit:
+                    break
+            if not hit and n.out_ctrl:
+                for c in n.out_ctrl:
+                    if c in seen and c.graph is n.graph:
+                        hit = True
+                        break
+            if hit:
+                g = n.graph
+                back = getattr(g.model, "loop_back_source", None) if g.model is not None else None
+                if back is None or not back(n):
+                    return None
+            if n.subgraphs:
+                stack.append(n.next)
+                stack.extend(sg.head for sg in reversed(n.subgraphs) if sg is not None)
+                break
+            n = n.next
+    return out
 
 
 def successors(n: Node) -> list[Node]:

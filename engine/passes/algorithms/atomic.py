@@ -292,8 +292,14 @@ class AtomicPass:
                  if probe is not None and not probe.near and probe.wants_node(n)}
         atomic = []
         loop_node, g, state = self.p["loop_node"], self.graph, self.state
+        # Note [need_clean inline]: need_clean's first tests, in its order, with the
+        # predicates looked up once: most nodes are neither cleaned already, nor HCCL
+        # atomic, nor carry atomic attributes, and leave here without a method call
+        cleaned, kernel, attrs, need_clean = self.p["already_cleaned"], self.p["kernel_atomic"], \
+            self.p["atomic_attrs"], self.need_clean
         for node in g.node_list():
-            if self.need_clean(node, separately):
+            if not cleaned(g, node) and (not separately and kernel(g, node) or attrs(g, node)) \
+                    and need_clean(node, separately):
                 atomic.append(node)
             if not state.loop and loop_node(g, node):
                 state.loop = True
@@ -366,8 +372,9 @@ class AtomicPass:
         """LinkToPotentialPrecedenceNode: before the successors of input-less graph inputs."""
         skip = set(dispersed) | set(self.gentask) | set(clean.out_ctrl)
         out = []
-        for node in self.graph.node_list():
-            if not self.pred("first_node", node):
+        g, first = self.graph, self.p["first_node"]
+        for node in g.node_list():
+            if not first(g, node):
                 continue
             succs = [p.node for o in node.outs for p in o.peers] + list(node.out_ctrl)
             for s in succs:

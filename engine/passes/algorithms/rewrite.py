@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from engine.passes.registry import Algorithm, register_family
 from engine.passes.actions import ACTION_PRIMS, Rewriter, Why
-from engine.dsl.ast import Call, Const, Expr, walk
+from engine.dsl.ast import Binary, Call, Const, Expr, Index, IsClass, Paren, Var, walk
 from engine.dsl.compiler import Compiler
 from engine.core.errors import Cite, Collector, Loc, PassFailure, did_you_mean
 from engine.passes.probe import ISOLATED, NO_CONFLICT, NOT_LOOKED, Step as PStep, expr_cite
@@ -309,6 +309,13 @@ class _Compiled:
                               [(k, comp.function(e, params)) for k, e in rule.reason],
                               _compile_actions(comp, rule.do, params)))
             self.steps.append((step, comp.function(step.match, ("graph", "node")), lets, rules))
+        classes = ctx.pack.class_sets()
+        self.needs = [node_types_needed(step.match, classes) for step in rs.steps]
+        self.by_type: dict[str, tuple] = {}     # node type → the steps that can match it
+        # Note [inert steps]: a step without rules and lets does nothing once its match holds
+        # but start the `once` actions; a rule set of such steps that always match is done
+        # after its first node
+        self.inert = bool(rs.steps) and all(not s.rules and not s.let and _is_true(s.match) for s in rs.steps)
         self.spec_id = spec.id
         self.probe = ctx.probe          # why-not probe (engine/passes/probe.py); None on normal runs
         self.inserting = {r.id: any(isinstance(x, Call) and x.fn in SPEC_ARG for a in r.do for x in walk(a.expr))
@@ -327,25 +334,48 @@ class _Compiled:
             if asking:
                 self._why_not_gate(graph)
             return
+        if probe is None and self.inert:
+            # Note [inert steps]: GetAllNodes has a node iff the graph has a direct one
+            n = graph.head
+            while n is not None and not n.alive:
+                n = n.next
+            if n is not None:
+                self._once(graph)
+            return
         model = self.rewriter.ctx.model
         nodes = model.all_nodes(graph) if self.rs.walk == "all" else graph.node_list()
         started = False
+        all_steps = self.steps
+        # Note [steps by node type]: without a probe, a node tries only the steps whose match
+        # can hold for its type (the why-not probe evaluates every match, as it reports them)
+        by_type = self.by_type if probe is None else None
         for node in nodes:
             if not node.alive:
                 continue
-            if asking and probe.wants_node(node) and not any(m(graph, node) for _, m, _, _ in self.steps):
-                probe.look(self.spec_id, graph, node.name, NOT_LOOKED, "no-step",
-                           [PStep(f"step {st.name}: match", "false", expr_cite(st.match, f"{self.rs.name}/{st.name}"))
-                            for st, _, _, _ in self.steps])
-            for step, match, lets, rules in self.steps:
+            if by_type is None:
+                steps = all_steps
+                if asking and probe.wants_node(node) and not any(m(graph, node) for _, m, _, _ in steps):
+                    probe.look(self.spec_id, graph, node.name, NOT_LOOKED, "no-step",
+                               [PStep(f"step {st.name}: match", "false", expr_cite(st.match, f"{self.rs.name}/{st.name}"))
+                                for st, _, _, _ in steps])
+            else:
+                steps = by_type.get(node.type)
+                if steps is None:
+                    steps = by_type[node.type] = self._steps_for(node.type)
+            for step, match, lets, rules in steps:
                 if not match(graph, node):
                     continue
                 if not started:
                     started = True
                     self._once(graph)
-                self._step(graph, node, step, lets, rules)
+                if rules or lets:       # Note [inert steps]
+                    self._step(graph, node, step, lets, rules)
                 if not node.alive:
                     break
+
+    def _steps_for(self, op_type: str) -> tuple:
+        """The steps, in order, whose match can hold for a node of type `op_type`."""
+        return tuple(s for s, need in zip(self.steps, self.needs) if need is None or op_type in need)
 
     def _once(self, graph: Graph) -> None:
         if not self.once:
@@ -377,14 +407,20 @@ class _Compiled:
             for rule, when, reason, actions in rules:
                 if not when(*env):
                     continue
-                self._fire(rule, env, reason, actions, step)
+                if actions or reason:       # Note [silent rules]
+                    self._fire(rule, env, reason, actions, step)
                 if rule.stop:
                     return
                 break
 
 
     def _fire(self, rule, env, reason, actions, step: Step) -> None:
-        """Run a rule that holds: its facts become the provenance of what its actions insert."""
+        """Run a rule that holds: its facts become the provenance of what its actions insert.
+
+        Note [silent rules]: the facts are read only by the actions that follow (an insert's
+        provenance, an ATTR_SET diagnostic); every `_fire` and `once` sets them afresh before
+        its actions. A rule without actions and without `reason:` (whose values might fail)
+        therefore need not be fired outside a why-not trace: `_step` skips it."""
         facts = {"step": step.name}
         for (key, _), value in zip(step.let, env[3:]):
             facts[key] = to_json(value)
@@ -469,6 +505,54 @@ def _compile_actions(comp: Compiler, actions, params: tuple[str, ...]) -> list:
         if a.bind:
             params += (a.bind,)
     return out
+
+
+def _conjuncts(e: Expr) -> list[Expr]:
+    """`a and b and c` as [a, b, c] (parentheses dropped); any other expression as [e]."""
+    while isinstance(e, Paren):
+        e = e.inner
+    if isinstance(e, Binary) and e.op == "and":
+        return _conjuncts(e.left) + _conjuncts(e.right)
+    return [e]
+
+
+def _is_true(e: Expr) -> bool:
+    return isinstance(e, Const) and e.value is True
+
+
+def node_types_needed(match: Expr, classes: dict[str, frozenset]) -> frozenset | None:
+    """The op types a node must have for `match` to hold, or None (any type may).
+
+    Note [steps by node type]: a match that is a conjunction with a test `node is CLASS`
+    is false for a node whose type is not in the class. Node types do not change during a
+    pass (Node.type is set when the node is made), and a match cannot edit the graph (it is
+    checked without edits at load), so not calling it changes nothing, provided the
+    conjuncts the compiled `and` evaluates before the test cannot fail either: only tests
+    before which every conjunct reads `graph` alone (no node, no anchor, no index: a
+    per-graph flag such as `in_subgraph(graph)`) count. With several such tests the types
+    are the intersection of their classes."""
+    need: frozenset | None = None
+    for c in _conjuncts(match):
+        while isinstance(c, Paren):
+            c = c.inner
+        if isinstance(c, IsClass) and not c.negated and isinstance(c.subject, Var) and c.subject.name == "node" \
+                and c.cls in classes:
+            need = classes[c.cls] if need is None else need & classes[c.cls]
+            continue
+        if not _graph_only(c):
+            break
+    return need
+
+
+def _graph_only(e: Expr) -> bool:
+    """`e` reads no variable but `graph` and indexes nothing (cannot fail on one node and
+    not another, nor fail at all on a graph: Note [steps by node type])."""
+    for sub in walk(e):
+        if isinstance(sub, Var) and sub.name != "graph":
+            return False
+        if isinstance(sub, Index):
+            return False
+    return True
 
 
 def _late(*_a):

@@ -44,13 +44,18 @@ def run_variable_ref_delete(model: Model, graph: Graph, policy: VarPolicy, kept:
     key = policy.attrs.ref_var_src_var_name
     var_like = policy.op_types.var_like
     changes: list[Change] = []
+    names = None
     for node in graph.node_list():
-        src = typed_attr(node.op.attr, key, "s") if node.type in var_like else None
+        if node.type not in var_like:
+            continue
+        src = typed_attr(node.op.attr, key, "s")
         if src is None:
-            if node.type in var_like:
+            if kept is not None:        # the texts are made only for a why-not run
                 keep(kept, node, RULE, f"{node.name} is a VariableRef (carries {key})", "no: a variable, kept")
             continue
-        if src not in _var_like_names(model, var_like):
+        if names is None:
+            names = _var_like_names(model, var_like)
+        if src not in names:
             raise PassFailure(PASS_ID, f"Can not find source variable[{src}] of variable ref[{node.name}]",
                               node.name)
         peer = node.ins[0].peer if node.ins else None

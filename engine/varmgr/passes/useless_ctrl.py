@@ -20,22 +20,25 @@ RULE = "var/ref-useless-control-out"
 def run_variable_ref_useless_control_out_delete(graph: Graph, policy: VarPolicy, kept: list | None = None) -> list[Change]:
     key = policy.attrs.ref_var_src_var_name
     changes: list[Change] = []
+    var_like = policy.op_types.var_like
     for node in graph.node_list():
-        if node.type not in policy.op_types.var_like:
+        if node.type not in var_like:
             continue
         if not node.out_ctrl:
-            keep(kept, node, RULE, f"{node.name} has control successors", "no: nothing to drop")
+            if kept is not None:        # the texts are made only for a why-not run
+                keep(kept, node, RULE, f"{node.name} has control successors", "no: nothing to drop")
             continue
         src = typed_attr(node.op.attr, key, "s")
         producers = data_in_nodes(node) if src is not None else []
         if not producers:
-            keep(kept, node, RULE, f"{node.name} is a VariableRef with a writer on its input",
-                 "no: not a VariableRef" if src is None else "no: no data input (GE warns)")
+            if kept is not None:
+                keep(kept, node, RULE, f"{node.name} is a VariableRef with a writer on its input",
+                     "no: not a VariableRef" if src is None else "no: no data input (GE warns)")
             continue
         writer = producers[0]
         ordered = {p.node for o in writer.outs for p in o.peers} | writer.out_ctrl_set
         dropped = [s for s in node.out_ctrl if s in ordered]
-        if not dropped:
+        if not dropped and kept is not None:
             keep(kept, node, RULE, f"a control successor of {node.name} its writer {writer.name} already precedes",
                  "none: every control edge orders something new",
                  ("control successors", [s.name for s in node.out_ctrl]))

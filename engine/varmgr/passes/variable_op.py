@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine.core.attrs import typed_attr
+from engine.core.attrs import attr_keys, typed_attr
 from engine.core.errors import PassFailure
 from engine.core.graph import Graph, Node
 from engine.core.surgery import isolate, link, link_ctrl, remove_node, unlink
@@ -88,8 +88,9 @@ def _same_variables(graph: Graph, policy: VarPolicy) -> dict[str, tuple[list[Nod
     refs: dict[str, list[Node]] = {}
     fused = policy.op_types.fused_variable
     for node in graph.node_list():
-        # most nodes are no VariableRef: their key set answers (Note [attribute key sets])
-        src = typed_attr(node.op.attr, key, "s") if node.has_attr(key) else None
+        # most nodes are no VariableRef: their key set answers (Note [attribute key sets]),
+        # read as Node.has_attr reads it, without the call
+        src = typed_attr(node.op.attr, key, "s") if key in (node.akeys or attr_keys(node)) else None
         if src is not None:
             refs.setdefault(src, []).append(node)
         elif node.type in fused:

@@ -132,69 +132,47 @@ class SymbolBuilder:
     def build(self, model: Model, graph: Graph) -> SymbolTable:
         t = SymbolTable()
         of, anchors = t.of, t.anchors
-        merge, f_rfo, f_rfi, memo = self.p["merge"], self.f_rfo, self.f_rfi, self._rfi
-        of_get, memo_get = of.get, memo.get
+        merge, f_rfo, memo = self.p["merge"], self.f_rfo, self._rfi
         for node in model.all_nodes(graph):
             # Note [plain symbol step]: the inputs of a node that is no subgraph boundary and no
             # merge (nearly all) join their producers' symbols, and then every node's outputs
             # are placed, both inline here (no call per node or anchor); the special inputs
-            # are _special_inputs' (which tests `merge` again: a predicate, no effect).
-            # SymbolTable.new is inline too where the anchor's key names no symbol yet (it
-            # appends quotes only on a clash), and so is ref_from_input's memo.
+            # are _special_inputs' (which tests `merge` again: a predicate, no effect)
             special = (node.graph is not graph or merge(node)) and self._special_inputs(t, node, graph)
             if not special:
                 for a in node.ins:
                     p = a.peer
                     if p is None:
-                        s = a.key
-                        if s in anchors:
-                            t.new(a)
-                        else:
-                            anchors[s] = [a]
-                            of[a] = s
+                        t.new(a)
                         continue
-                    s = of_get(p)
+                    s = of.get(p)
                     if s is None:
-                        s = p.key
-                        if s in anchors:
-                            s = t.new(p)
-                        else:
-                            anchors[s] = [p]
-                            of[p] = s
+                        s = t.new(p)
                     anchors[s].append(a)
                     of[a] = s
             ins = node.ins
             for o in node.outs:
                 if o in of:
                     continue
-                placed = None           # o's symbol, once it has one
-                other, _ = f_rfo(node, o)
+                other, _ = f_rfo(o.node, o)
                 if isinstance(other, OutAnchor):
-                    s = of_get(other)
+                    s = of.get(other)
                     if s is None:
                         s = t.new(other)
                     anchors[s].append(o)
-                    of[o] = placed = s
-                k = memo_get(o, _UNSEEN)
-                if k is _UNSEEN:        # ref_from_input, inline
-                    k, _ = f_rfi(node, o)
-                    k = k if isinstance(k, int) and not isinstance(k, bool) else None
-                    memo[o] = k
-                if k is not None and 0 <= k < len(ins):
-                    src = of_get(ins[k])
-                    if src is not None:
-                        if placed is not None:
-                            placed = t.union(placed, src)
-                        else:
-                            anchors[src].append(o)
-                            of[o] = placed = src
-                if placed is None:
-                    s = o.key
-                    if s in anchors:
-                        t.new(o)
+                    of[o] = s
+                k = memo.get(o, _UNSEEN)
+                if k is _UNSEEN:
+                    k = self.ref_from_input(o)
+                if k is not None and 0 <= k < len(ins) and ins[k] in of:
+                    src = of[ins[k]]
+                    if o in of:
+                        t.union(of[o], src)
                     else:
-                        anchors[s] = [o]
-                        of[o] = s
+                        anchors[src].append(o)
+                        of[o] = src
+                if o not in of:
+                    t.new(o)
         return t
 
     def _sym_of_out(self, t: SymbolTable, o: OutAnchor) -> str:

@@ -285,13 +285,13 @@ class RWPass:
         v, i = self.f_out(anchor.node, anchor)
         if v is None:
             return self._no_out_rule
-        return self._t_out.get((v, i)) or self._typed(self._t_out, self.cfg.output_rules, v, i)
+        return self._typed(self._t_out, self.cfg.output_rules, v, i)
 
     def single_input(self, anchor: InAnchor) -> _Typed:
         v, i = self.f_in(anchor.node, anchor)
         if v is None:
             return self._no_in_rule
-        return self._t_in.get((v, i)) or self._typed(self._t_in, self.cfg.input_rules, v, i)
+        return self._typed(self._t_in, self.cfg.input_rules, v, i)
 
     def output_rw(self, anchor: OutAnchor | None) -> _Typed:
         """OutputRW. Note [no output cache]: an output's type depends on its current
@@ -301,12 +301,9 @@ class RWPass:
         node = anchor.node
         v, i = self.f_out_over(node, anchor)
         if v is not None:
-            t = self._t_out_over.get((v, i)) or self._typed(self._t_out_over, self.cfg.output_overrides, v, i)
+            t = self._typed(self._t_out_over, self.cfg.output_overrides, v, i)
         elif not node.subgraphs or not any(g is not None for g in node.subgraphs):
-            v, i = self.f_out(node, anchor)          # single_output, inline
-            if v is None:
-                return self._no_out_rule
-            t = self._t_out.get((v, i)) or self._typed(self._t_out, self.cfg.output_rules, v, i)
+            t = self.single_output(anchor)
         else:
             netouts = [(g, n) for g in node.subgraphs if g is not None for n in g.nodes()
                        if self.p["subgraph_netoutput"](n)]
@@ -329,11 +326,9 @@ class RWPass:
         node = anchor.node
         v, i = self.f_in_over(node, anchor)
         if v is not None:
-            t = self._t_in_over.get((v, i)) or self._typed(self._t_in_over, self.cfg.input_overrides, v, i)
+            t = self._typed(self._t_in_over, self.cfg.input_overrides, v, i)
         elif not node.subgraphs or not any(g is not None for g in node.subgraphs):
-            v, i = self.f_in(node, anchor)           # single_input, inline
-            t = self._no_in_rule if v is None else (
-                self._t_in.get((v, i)) or self._typed(self._t_in, self.cfg.input_rules, v, i))
+            t = self.single_input(anchor)
         else:
             vals = []
             for g in node.subgraphs:

@@ -532,9 +532,7 @@ def node_types_needed(match: Expr, classes: dict[str, frozenset]) -> frozenset |
     per-graph flag such as `in_subgraph(graph)`) count. With several such tests the types
     are the intersection of their classes."""
     need: frozenset | None = None
-    for c in _conjuncts(match):
-        while isinstance(c, Paren):
-            c = c.inner
+    for c in _conjuncts(match):          # parentheses already dropped
         if isinstance(c, IsClass) and not c.negated and isinstance(c.subject, Var) and c.subject.name == "node" \
                 and c.cls in classes:
             need = classes[c.cls] if need is None else need & classes[c.cls]

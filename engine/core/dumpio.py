@@ -26,7 +26,7 @@ from google.protobuf.message import DecodeError
 
 from engine.core.attrs import attr_keys, attrs_changed
 from engine.core.lean import (LEAN_CANON, LEAN_STRIP_PEER, PEER_INDEX_ATTR, VERIFY_CACHES, LeanGraphDef,
-                              check_shared, lean_order, _DUPLICATE)
+                              check_shared, lean_order, sorted_order, _DUPLICATE)
 from engine.core.gcpause import no_gc
 from engine.core.errors import InputError, Loc, Problem, display_path
 from engine.core.wire import parse_binary as wire_parse, read_varint
@@ -310,8 +310,8 @@ def _op_runs(data: bytes, ops: list[tuple[int, int, int]]) -> Iterator[tuple]:
         if len(fo) != j - i or len(lo) != j - i:
             raise _NotLean
         if full.SerializeToString(deterministic=True) == run:
-            for k in range(j - i):
-                yield fo[k], lo[k], LEAN_CANON
+            for op, lop in zip(fo, lo):
+                yield op, lop, LEAN_CANON
         else:
             for k in range(j - i):
                 _, body, end = ops[i + k]
@@ -374,10 +374,15 @@ def _read_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: list[Pro
         if names:
             subs.append((n, names[:]))
         if lean is not None:            # Note [lean ops]: the node keeps the lean op from now on
-            attr_keys(n)
+            ks = attr_keys(n)
+            n._read_ports()             # from the full op, while it is at hand
             n._op = None
             n.lean = lean
             n.lflags = canon | (LEAN_STRIP_PEER if vals is not None else 0)
+            if canon:                   # a canonical op's attributes are in key order
+                n.korder = sorted_order(ks, vals is not None)
+                if VERIFY_CACHES and n.korder != tuple(e.key for e in lean.attr):
+                    raise AssertionError(f"node {name}: a canonical op's attributes are not in key order")
     g.link_loaded(nodes)
     if peer_attr:
         model.emit_peer_index = True
@@ -645,7 +650,19 @@ def _rewrite_inputs(n: Node, positions: _Positions | None, op) -> None:
 
 
 def _put_peer_index(n: Node, op, peer_pos: list[int]) -> None:
-    """The peer-index attribute of `n` (the key is back: Note [attribute key sets])."""
+    """The peer-index attribute of `n` (the key is back: Note [attribute key sets]).
+
+    Note [lean save]: a save writes an undecoded node (Note [lean ops]) from its lean op.
+    Its inputs and peer index are written into the lean op as they would be into the
+    decoded one (the entry list is the same field; the peer index's AttrDef is encoded as
+    a deterministic save encodes it, in the entry the attribute had), and its id is kept
+    there already. When the op's bytes were canonical at load (LEAN_CANON), the lean
+    encoding is byte for byte what the decoded op's deterministic encoding would be: the
+    fields outside the attributes and descriptors are encoded by upb in both, the
+    attributes' entries are in key order with canonical values, and the new value is
+    canonical. Any other lean op is decoded for its save alone (and not kept), so a save
+    never leaves decoded ops behind. After a save the node shows the peer index, as a
+    decoded node does (LEAN_STRIP_PEER is cleared)."""
     if op is n._op:
         lst = op.attr[PEER_INDEX_ATTR].list
         lst.Clear()
@@ -662,7 +679,9 @@ def _put_peer_index(n: Node, op, peer_pos: list[int]) -> None:
                 _PEER_BYTES[key] = raw
         ko = n.korder or lean_order(n)
         if PEER_INDEX_ATTR in ko:
-            op.attr[ko.index(PEER_INDEX_ATTR)].value = raw
+            entry = op.attr[ko.index(PEER_INDEX_ATTR)]
+            if entry.value != raw:      # most places are unchanged: a read costs less than a write
+                entry.value = raw
         else:       # appended out of key order: no longer canonical, the save decodes it
             op.attr.add(key=PEER_INDEX_ATTR, value=raw)
             n.korder = None

@@ -141,6 +141,23 @@ def lean_order(n) -> tuple:
     return ko
 
 
+_SORTED: dict[tuple, tuple] = {}
+
+
+def sorted_order(keys: frozenset, with_peer: bool) -> tuple:
+    """The lean key order of a canonical op with attribute keys `keys` (and the peer index
+    when `with_peer`): deterministic encoding writes a map in key order (byte order,
+    which is code point order for UTF-8), so the canonical bytes hold them so."""
+    k = (keys, with_peer)
+    ko = _SORTED.get(k)
+    if ko is None:
+        ko = tuple(sorted(keys | {PEER_INDEX_ATTR} if with_peer else keys))
+        ko = _ORDERS.setdefault(ko, ko)
+        if len(_SORTED) < _SHARED_MAX:
+            _SORTED[k] = ko
+    return ko
+
+
 def lean_keys(n) -> frozenset:
     """The attribute keys of lean node `n` as the node shows them."""
     ko = n.korder or lean_order(n)

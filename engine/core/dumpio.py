@@ -379,6 +379,9 @@ def _read_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: list[Pro
             n._op = None
             n.lean = lean
             n.lflags = canon | (LEAN_STRIP_PEER if vals is not None else 0)
+            if vals is not None:
+                t = tuple(vals)
+                n.lpeer = _PEER_TUPLES.setdefault(t, t) if len(_PEER_TUPLES) < 1 << 16 else t
             if canon:                   # a canonical op's attributes are in key order
                 n.korder = sorted_order(ks, vals is not None)
                 if VERIFY_CACHES and n.korder != tuple(e.key for e in lean.attr):
@@ -670,7 +673,12 @@ def _put_peer_index(n: Node, op, peer_pos: list[int]) -> None:
         lst.val_type = _VT_LIST_INT
     else:
         # Note [lean save]: the value a decoded op would hold, encoded as its save would
+        # (left alone when the lean op holds it already: most places do not change)
         key = tuple(peer_pos)
+        if key == n.lpeer:
+            n.lflags &= ~LEAN_STRIP_PEER
+            attrs_changed(n)
+            return
         raw = _PEER_BYTES.get(key)
         if raw is None:
             raw = pb.AttrDef(list=pb.AttrDef.ListValue(i=peer_pos, val_type=_VT_LIST_INT)).SerializeToString(
@@ -679,18 +687,18 @@ def _put_peer_index(n: Node, op, peer_pos: list[int]) -> None:
                 _PEER_BYTES[key] = raw
         ko = n.korder or lean_order(n)
         if PEER_INDEX_ATTR in ko:
-            entry = op.attr[ko.index(PEER_INDEX_ATTR)]
-            if entry.value != raw:      # most places are unchanged: a read costs less than a write
-                entry.value = raw
+            op.attr[ko.index(PEER_INDEX_ATTR)].value = raw
         else:       # appended out of key order: no longer canonical, the save decodes it
             op.attr.add(key=PEER_INDEX_ATTR, value=raw)
             n.korder = None
             n.lflags &= ~LEAN_CANON
+        n.lpeer = key
         n.lflags &= ~LEAN_STRIP_PEER
     attrs_changed(n)
 
 
 _PEER_BYTES: dict[tuple, bytes] = {}
+_PEER_TUPLES: dict[tuple, tuple] = {}      # interned lpeer values (a graph has a few hundred)
 
 
 _VT_LIST_INT = pb.AttrDef.ListValue.VT_LIST_INT

@@ -101,7 +101,7 @@ class OutAnchor:
 
 class Node:
     __slots__ = ("name", "type", "_op", "graph", "ins", "outs", "in_ctrl", "out_ctrl", "out_ctrl_set",
-                 "subgraphs", "prev", "next", "dirty", "_ports", "alive", "akeys", "lean", "lflags", "korder")
+                 "subgraphs", "prev", "next", "dirty", "_ports", "alive", "akeys", "lean", "lflags", "korder", "lpeer")
     is_node = True          # Note [is_node] in engine/core/attrs.py
 
     def __init__(self, op: pb.OpDef, graph: "Graph", name: str | None = None):
@@ -144,6 +144,7 @@ class Node:
         self.lean = None
         self.lflags = 0
         self.korder: tuple | None = None
+        self.lpeer: tuple | None = None     # the peer index the lean op holds (interned)
 
     @property
     def op(self) -> pb.OpDef:

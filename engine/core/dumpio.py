@@ -26,7 +26,7 @@ from google.protobuf.message import DecodeError
 
 from engine.core.attrs import attr_keys, attrs_changed
 from engine.core.lean import (LEAN_CANON, LEAN_STRIP_PEER, PEER_INDEX_ATTR, VERIFY_CACHES, LeanGraphDef,
-                              check_shared, lean_order, sorted_order, _DUPLICATE)
+                              canonical_order, check_shared, lean_order, _DUPLICATE)
 from engine.core.gcpause import no_gc
 from engine.core.errors import InputError, Loc, Problem, display_path
 from engine.core.wire import parse_binary as wire_parse, read_varint
@@ -382,10 +382,11 @@ def _read_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: list[Pro
             if vals is not None:
                 t = tuple(vals)
                 n.lpeer = _PEER_TUPLES.setdefault(t, t) if len(_PEER_TUPLES) < 1 << 16 else t
-            if canon:                   # a canonical op's attributes are in key order
-                n.korder = sorted_order(ks, vals is not None)
+            if canon:                   # Note [lean ops]: a canonical op's key order, once per key set
+                n.korder = canonical_order(n, ks, vals is not None)
                 if VERIFY_CACHES and n.korder != tuple(e.key for e in lean.attr):
-                    raise AssertionError(f"node {name}: a canonical op's attributes are not in key order")
+                    raise AssertionError(f"node {name}: a canonical op's attributes are not in the order of "
+                                         "the first canonical op with its keys")
     g.link_loaded(nodes)
     if peer_attr:
         model.emit_peer_index = True

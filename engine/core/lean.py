@@ -144,16 +144,16 @@ def lean_order(n) -> tuple:
 _SORTED: dict[tuple, tuple] = {}
 
 
-def sorted_order(keys: frozenset, with_peer: bool) -> tuple:
-    """The lean key order of a canonical op with attribute keys `keys` (and the peer index
-    when `with_peer`): deterministic encoding writes a map in key order (byte order,
-    which is code point order for UTF-8), so the canonical bytes hold them so."""
+def canonical_order(n, keys: frozenset, with_peer: bool) -> tuple:
+    """The lean key order of canonical lean node `n` with attribute keys `keys` (and the
+    peer index when `with_peer`). Deterministic encoding writes a map in an order that
+    depends on its keys alone (upb's, not Python's sorted(): a key before its own
+    prefixes), so every canonical op with these keys has the order of the first one read."""
     k = (keys, with_peer)
     ko = _SORTED.get(k)
     if ko is None:
-        ko = tuple(sorted(keys | {PEER_INDEX_ATTR} if with_peer else keys))
-        ko = _ORDERS.setdefault(ko, ko)
-        if len(_SORTED) < _SHARED_MAX:
+        ko = lean_order(n)
+        if ko is not _DUPLICATE and len(_SORTED) < _SHARED_MAX:
             _SORTED[k] = ko
     return ko
 

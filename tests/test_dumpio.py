@@ -263,7 +263,7 @@ def test_saving_nodes_as_written_gives_the_bytes_of_a_full_rewrite(edit, monkeyp
         _edit(full)
     rewritten = []
     real = dumpio._rewrite_inputs
-    monkeypatch.setattr(dumpio, "_rewrite_inputs", lambda n, pos: (rewritten.append(n.name), real(n, pos)))
+    monkeypatch.setattr(dumpio, "_rewrite_inputs", lambda n, pos, op: (rewritten.append(n.name), real(n, pos, op)))
     data = serialize_model(fast)
     clean = WRITTEN_AS_LOADED - ({"b", "c"} if edit else set())     # the edit's unlinks mark b and c
     assert sorted(rewritten) == sorted({n.name for n in fast.root.nodes()} - clean)

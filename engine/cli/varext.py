@@ -113,7 +113,7 @@ def load_graph_weights(vm, graph_path: str, options: dict[str, str], device: int
     """Copy the compiled graph's constant weights into the simulated device memory, as the
     model load does; returns one line per weight copied."""
     from engine.core.dumpio import load_model
-    from engine.core.attrs import typed_attr
+    from engine.core.attrs import node_typed
     from engine.varmgr.fileconst import read_weight, resolve_path, weight_file
     from engine.varmgr.nodes import name_for_var_manager
     ext = _ext(vm)
@@ -126,7 +126,7 @@ def load_graph_weights(vm, graph_path: str, options: dict[str, str], device: int
     for node in model.all_nodes():
         if node.type not in policy.op_types.placed or not node.op.output_i:
             continue
-        weight = typed_attr(node.op.attr, policy.attrs.weights, "t")
+        weight = node_typed(node, policy.attrs.weights, "t")
         is_file = ext is not None and node.type in ext.file_constant.types
         if weight is None and not is_file:
             continue

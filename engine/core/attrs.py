@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from engine.core.lean import lean_attr, lean_keys
 from engine.proto import ge_ir_pb2 as pb
 
 _LV = pb.AttrDef.ListValue
@@ -68,6 +69,17 @@ def typed_attr(attrs, key: str, *kinds: str) -> Any:
     return attr_value(a) if attr_kind(a) in kinds else None
 
 
+def node_typed(n, key: str, *kinds: str) -> Any:
+    """typed_attr of a node's op attributes (a graph node's answered lean: Note [lean ops])."""
+    if getattr(n, "is_node", None) is not True:
+        return typed_attr(n.op.attr, key, *kinds)
+    if key not in (n.akeys or attr_keys(n)):
+        return None
+    op = n._op
+    a = op.attr[key] if op is not None else lean_attr(n, key)
+    return attr_value(a) if attr_kind(a) in kinds else None
+
+
 def _node_of(x):
     if x is None:
         return None
@@ -100,7 +112,8 @@ def attr_keys(n) -> frozenset:
     """The attribute keys of graph node `n`'s op (Note [attribute key sets])."""
     ks = n.akeys
     if ks is None:
-        ks = frozenset(n.op.attr)
+        op = n._op
+        ks = frozenset(op.attr) if op is not None else lean_keys(n)     # Note [lean ops]
         hit = _KEYSETS.get(ks)
         if hit is None:
             if len(_KEYSETS) >= _KEYSETS_MAX:
@@ -132,13 +145,23 @@ def set_node_attr(node, key: str, value: Any, kind: str | None = None) -> None:
     attrs_changed(node)
 
 
+def attr_def(n, key: str):
+    """The AttrDef at `key` of graph node `n`, which carries it (a lean node's is shared and
+    read only: Note [lean ops])."""
+    op = n._op
+    return op.attr[key] if op is not None else lean_attr(n, key)
+
+
 def node_attr(node, key: str) -> Any:
     kind = getattr(node, "is_node", None)       # _node_of, inline (see Note [is_node])
     n = node if kind is True else node.node if kind is False else _node_of(node)
     if n is None:
         return None
     if kind is not None:
-        return attr_value(n.op.attr[key]) if key in (n.akeys or attr_keys(n)) else None
+        if key not in (n.akeys or attr_keys(n)):
+            return None
+        op = n._op
+        return attr_value(op.attr[key] if op is not None else lean_attr(n, key))
     attrs = n.op.attr           # one map access (each costs as much as the lookup)
     return attr_value(attrs[key]) if key in attrs else None
 

@@ -24,14 +24,15 @@ from typing import Iterable, Iterator
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
-from engine.core.attrs import attrs_changed
+from engine.core.attrs import attr_keys, attrs_changed
+from engine.core.lean import (LEAN_CANON, LEAN_STRIP_PEER, PEER_INDEX_ATTR, VERIFY_CACHES, LeanGraphDef,
+                              canonical_order, check_shared, lean_order, _DUPLICATE)
 from engine.core.gcpause import no_gc
 from engine.core.errors import InputError, Loc, Problem, display_path
-from engine.core.wire import parse_binary as wire_parse
+from engine.core.wire import parse_binary as wire_parse, read_varint
 from engine.core.graph import Graph, Model, Node
 from engine.proto import ge_ir_pb2 as pb
 
-PEER_INDEX_ATTR = "_src_out_peer_index_for_ge_txt_load"
 _PROTO_ROOT = Path(__file__).resolve().parent.parent.parent     # holds engine/proto/
 _PROTO_FILE = "engine/proto/ge_ir.proto"
 _PROTOC_ERR = re.compile(r"^input:(\d+):(\d+): (.*)$", re.M)
@@ -120,27 +121,50 @@ def is_binary_path(path: str | Path) -> bool:
 
 def read_modeldef(path: str | Path) -> pb.ModelDef:
     file = display_path(path)
+    data = _read_bytes(path, file)
+    return parse_binary(data, file) if _is_binary(path, data) else parse_text(data, file)
+
+
+def _read_bytes(path: str | Path, file: str) -> bytes:
     try:
-        data = Path(path).read_bytes()
+        return Path(path).read_bytes()
     except OSError as exc:
         raise InputError(Problem(Loc(file), f"cannot read GE dump: {exc.strerror}", "check the path")) from None
-    suffix = Path(path).suffix.lower()
-    if suffix in BINARY_SUFFIXES:
-        return parse_binary(data, file)
-    if suffix in TEXT_SUFFIXES:
-        return parse_text(data, file)
-    # unknown suffix: sniff
-    head = data[:512]
-    if head.lstrip()[:1].isalpha():
-        return parse_text(data, file)
-    return parse_binary(data, file)
 
 
 # ---- ModelDef -> Model --------------------------------------------------------
 def load_model(path: str | Path) -> Model:
-    """Read a GE dump into a Model (raises InputError on unusable input)."""
+    """Read a GE dump into a Model (raises InputError on unusable input): a binary dump,
+    or a text one protoc encodes, into lean nodes (Note [lean ops]); anything the lean
+    reader does not take (a malformed dump, a text dump without protoc) the full way,
+    which reports what is wrong where it is."""
     file = display_path(path)
-    return build_model(read_modeldef(path), file)
+    data = _read_bytes(path, file)
+    binary = _is_binary(path, data)
+    encoded = data if binary else _encode_text(data)
+    if encoded is not None:
+        model = build_lean_model(encoded, file)
+        if model is not None:
+            return model
+    return build_model(parse_binary(data, file) if binary else parse_text(data, file), file)
+
+
+def _is_binary(path: str | Path, data: bytes) -> bool:
+    """read_modeldef's choice of reader: by suffix, else by the first bytes."""
+    suffix = Path(path).suffix.lower()
+    if suffix in BINARY_SUFFIXES:
+        return True
+    if suffix in TEXT_SUFFIXES:
+        return False
+    return not data[:512].lstrip()[:1].isalpha()
+
+
+def _encode_text(text: bytes) -> bytes | None:
+    """A text dump as protoc encodes it, or None (no protoc, or it refused the text)."""
+    if not _protoc_available():
+        return None
+    res = _protoc("encode", text)
+    return res.stdout if res.returncode == 0 else None
 
 
 def build_model(proto: pb.ModelDef, file: str = "<memory>") -> Model:
@@ -161,10 +185,142 @@ def _build_model(proto: pb.ModelDef, file: str) -> Model:
                                     "graph names must be unique (subgraphs are linked by name)"))
             continue
         g = Graph(gdef, model)
-        read.append(_read_nodes(g, gdef, model, problems))
+        read.append(_read_nodes(g, ((op, None, 0) for op in gdef.op), model, problems))
         model.add_graph(g)
     if problems:
         raise InputError(problems)
+    return _link_model(model, read, problems)
+
+
+def build_lean_model(data: bytes, file: str) -> Model | None:
+    """The Model of a binary ModelDef with lean nodes (Note [lean ops]), or None when the
+    bytes are not a well-formed dump the lean reader takes (the caller then reads them the
+    full way, which says what is wrong)."""
+    with no_gc():       # Note [gc]
+        try:
+            return _build_lean(data, file)
+        except _NotLean:
+            return None
+
+
+class _NotLean(Exception):
+    """The lean reader leaves this dump to the full one."""
+
+
+def _build_lean(data: bytes, file: str) -> Model:
+    top = _fields(data, 0, len(data))
+    head = [data[s:e] for num, _, s, _, e in top if num != _MODEL_GRAPH]
+    spans = [(b, e) for num, wt, _, b, e in top if num == _MODEL_GRAPH]
+    if not spans or any(wt != 2 for num, wt, _, _, _ in top if num == _MODEL_GRAPH):
+        raise _NotLean
+    model = Model(_parse_part(pb.ModelDef, head), file)
+    problems: list[Problem] = []
+    read: list[tuple[list, list, bool]] = []
+    for b, e in spans:
+        fields = _fields(data, b, e)
+        ops = [(s, body, end) for num, wt, s, body, end in fields if num == _GRAPH_OP]
+        if any(wt != 2 for num, wt, _, _, _ in fields if num == _GRAPH_OP):
+            raise _NotLean
+        gdef = _parse_part(pb.GraphDef, [data[s:end] for num, _, s, _, end in fields if num != _GRAPH_OP])
+        if gdef.name in model.graphs:
+            raise _NotLean          # two graphs of one name: the full reader says so
+        g = Graph(gdef, model)
+        read.append(_read_nodes(g, _op_runs(data, ops), model, problems))
+        model.add_graph(g)
+    if problems:
+        raise InputError(problems)
+    return _link_model(model, read, problems)
+
+
+_MODEL_GRAPH = 7    # ModelDef.graph
+_GRAPH_OP = 6       # GraphDef.op
+_OP_RUN = 4096      # Note [op runs]: ops parsed at a time
+
+
+def _parse_part(cls, parts: list[bytes]):
+    try:
+        return cls.FromString(b"".join(parts))
+    except DecodeError:
+        raise _NotLean from None
+
+
+def _fields(data: bytes, pos: int, end: int) -> list[tuple[int, int, int, int, int]]:
+    """(field number, wire type, field start, payload start, field end) of each field of
+    the message in data[pos:end] (a varint's or fixed value's payload is its field; a
+    group ends the walk: the full reader takes those); _NotLean where a field breaks."""
+    out = []
+    put = out.append
+    while pos < end:
+        start = pos
+        key = data[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = read_varint(data, pos, end)
+            if key is None:
+                raise _NotLean
+        wt = key & 7
+        if wt == 2:
+            n = data[pos] if pos < end else 0x80
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = read_varint(data, pos, end)
+                if n is None:
+                    raise _NotLean
+            body = pos
+            pos += n
+        elif wt == 0:
+            _, pos = read_varint(data, pos, end)
+            if _ is None:
+                raise _NotLean
+            body = start
+        elif wt == 1 or wt == 5:
+            pos += 8 if wt == 1 else 4
+            body = start
+        else:
+            raise _NotLean
+        if pos > end or key >> 3 == 0:
+            raise _NotLean
+        put((key >> 3, wt, start, body, pos))
+    return out
+
+
+def _op_runs(data: bytes, ops: list[tuple[int, int, int]]) -> Iterator[tuple]:
+    """(full OpDef, lean OpDef, LEAN_CANON or 0) of each op of a graph, in order.
+
+    Note [op runs]: the ops are parsed _OP_RUN at a time, as GraphDefs of their run of
+    bytes (consecutive op fields): the full parse checks them as the whole-file parse did
+    and is freed when the run has been read; the lean parse stays, as the nodes' state.
+    A run whose full message re-encodes (deterministic) to its own bytes has canonical ops
+    only; otherwise each op is compared on its own."""
+    mv = memoryview(data)
+    i, count = 0, len(ops)
+    while i < count:
+        j = i + 1
+        while j < count and j - i < _OP_RUN and ops[j][0] == ops[j - 1][2]:
+            j += 1
+        run = mv[ops[i][0]:ops[j - 1][2]]
+        try:
+            full = pb.GraphDef.FromString(run)
+            lean = LeanGraphDef.FromString(run)
+        except DecodeError:
+            raise _NotLean from None
+        fo, lo = full.op, lean.op
+        if len(fo) != j - i or len(lo) != j - i:
+            raise _NotLean
+        if full.SerializeToString(deterministic=True) == run:
+            for op, lop in zip(fo, lo):
+                yield op, lop, LEAN_CANON
+        else:
+            for k in range(j - i):
+                _, body, end = ops[i + k]
+                op = fo[k]
+                yield op, lo[k], LEAN_CANON if op.SerializeToString(deterministic=True) == mv[body:end] else 0
+        i = j
+
+
+def _link_model(model: Model, read: list, problems: list[Problem]) -> Model:
     for g, (inputs, _, peer_attr) in zip(model.graph_order, read):
         _build_edges(g, inputs, not peer_attr, model, problems)
     model.root = model.graph_order[0]
@@ -174,7 +330,7 @@ def _build_model(proto: pb.ModelDef, file: str) -> Model:
     return model
 
 
-def _read_nodes(g: Graph, gdef: pb.GraphDef, model: Model, problems: list[Problem]) -> tuple[list, list, bool]:
+def _read_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: list[Problem]) -> tuple[list, list, bool]:
     """Make the graph's nodes and read, in the same visit of each op, what the edges and the
     subgraph links need: ([(node, input entries, peer-index values or None)] of the nodes
     with inputs, [(node, subgraph names)] of those with subgraph names), in node order, and
@@ -193,7 +349,7 @@ def _read_nodes(g: Graph, gdef: pb.GraphDef, model: Model, problems: list[Proble
     inputs: list[tuple[Node, list, list | None]] = []
     subs: list[tuple[Node, list]] = []
     peer_attr = False
-    for op in gdef.op:
+    for op, lean, canon in ops:        # (OpDef, lean OpDef or None, LEAN_CANON or 0)
         name = op.name
         if name in by_name:
             problems.append(Problem(Loc(model.source), f"graph '{g.name}' has two nodes named '{name}'",
@@ -217,6 +373,20 @@ def _read_nodes(g: Graph, gdef: pb.GraphDef, model: Model, problems: list[Proble
         names = op.subgraph_name
         if names:
             subs.append((n, names[:]))
+        if lean is not None:            # Note [lean ops]: the node keeps the lean op from now on
+            ks = attr_keys(n)
+            n._read_ports()             # from the full op, while it is at hand
+            n._op = None
+            n.lean = lean
+            n.lflags = canon | (LEAN_STRIP_PEER if vals is not None else 0)
+            if vals is not None:
+                t = tuple(vals)
+                n.lpeer = _PEER_TUPLES.setdefault(t, t) if len(_PEER_TUPLES) < 1 << 16 else t
+            if canon:                   # Note [lean ops]: a canonical op's key order, once per key set
+                n.korder = canonical_order(n, ks, vals is not None)
+                if VERIFY_CACHES and n.korder != tuple(e.key for e in lean.attr):
+                    raise AssertionError(f"node {name}: a canonical op's attributes are not in the order of "
+                                         "the first canonical op with its keys")
     g.link_loaded(nodes)
     if peer_attr:
         model.emit_peer_index = True
@@ -445,7 +615,9 @@ class _Positions:
         return m[entry]
 
 
-def _rewrite_inputs(n: Node, positions: _Positions | None) -> None:
+def _rewrite_inputs(n: Node, positions: _Positions | None, op) -> None:
+    """Write the node's input entries (and peer index) into `op`: its OpDef, or its lean
+    op (Note [lean save])."""
     entries: list[str] = []
     peer_pos: list[int] = []
     put, put_pos = entries.append, peer_pos.append
@@ -462,7 +634,6 @@ def _rewrite_inputs(n: Node, positions: _Positions | None) -> None:
                 peers = src.peers       # short lists: a scan beats a map (see _Positions)
                 put_pos(peers.index(a) if len(peers) <= 8 else positions.of(src, peers, a))
     # trailing unconnected slots beyond the descriptors are not written
-    op = n.op
     if entries and entries[-1] == "":
         while entries and entries[-1] == "" and len(entries) > len(op.input_desc):
             entries.pop()
@@ -479,17 +650,62 @@ def _rewrite_inputs(n: Node, positions: _Positions | None) -> None:
         del inputs[:]
         inputs.extend(entries)
     if positions is not None:
+        _put_peer_index(n, op, peer_pos)
+
+
+def _put_peer_index(n: Node, op, peer_pos: list[int]) -> None:
+    """The peer-index attribute of `n` (the key is back: Note [attribute key sets]).
+
+    Note [lean save]: a save writes an undecoded node (Note [lean ops]) from its lean op.
+    Its inputs and peer index are written into the lean op as they would be into the
+    decoded one (the entry list is the same field; the peer index's AttrDef is encoded as
+    a deterministic save encodes it, in the entry the attribute had), and its id is kept
+    there already. When the op's bytes were canonical at load (LEAN_CANON), the lean
+    encoding is byte for byte what the decoded op's deterministic encoding would be: the
+    fields outside the attributes and descriptors are encoded by upb in both, the
+    attributes' entries are in key order with canonical values, and the new value is
+    canonical. Any other lean op is decoded for its save alone (and not kept), so a save
+    never leaves decoded ops behind. After a save the node shows the peer index, as a
+    decoded node does (LEAN_STRIP_PEER is cleared)."""
+    if op is n._op:
         lst = op.attr[PEER_INDEX_ATTR].list
         lst.Clear()
         lst.i.extend(peer_pos)
         lst.val_type = _VT_LIST_INT
-        attrs_changed(n)        # the key is back (Note [attribute key sets])
+    else:
+        # Note [lean save]: the value a decoded op would hold, encoded as its save would
+        # (left alone when the lean op holds it already: most places do not change)
+        key = tuple(peer_pos)
+        if key == n.lpeer:
+            n.lflags &= ~LEAN_STRIP_PEER
+            attrs_changed(n)
+            return
+        raw = _PEER_BYTES.get(key)
+        if raw is None:
+            raw = pb.AttrDef(list=pb.AttrDef.ListValue(i=peer_pos, val_type=_VT_LIST_INT)).SerializeToString(
+                deterministic=True)
+            if len(_PEER_BYTES) < 1 << 16:
+                _PEER_BYTES[key] = raw
+        ko = n.korder or lean_order(n)
+        if PEER_INDEX_ATTR in ko:
+            op.attr[ko.index(PEER_INDEX_ATTR)].value = raw
+        else:       # appended out of key order: no longer canonical, the save decodes it
+            op.attr.add(key=PEER_INDEX_ATTR, value=raw)
+            n.korder = None
+            n.lflags &= ~LEAN_CANON
+        n.lpeer = key
+        n.lflags &= ~LEAN_STRIP_PEER
+    attrs_changed(n)
+
+
+_PEER_BYTES: dict[tuple, bytes] = {}
+_PEER_TUPLES: dict[tuple, tuple] = {}      # interned lpeer values (a graph has a few hundred)
 
 
 _VT_LIST_INT = pb.AttrDef.ListValue.VT_LIST_INT
 
 
-def _write_peer_index(n: Node, positions: _Positions) -> None:
+def _write_peer_index(n: Node, positions: _Positions, op) -> None:
     """`_rewrite_inputs` of a node whose OpDef.input is what it would write (`dirty` is
     False, Note [inputs as written]): only the peer index, every in-anchor's in order,
     then the control predecessors'."""
@@ -505,11 +721,7 @@ def _write_peer_index(n: Node, positions: _Positions) -> None:
     for p in n.in_ctrl:
         succ = p.out_ctrl
         put(succ.index(n) if len(succ) <= 8 else positions.of(p, succ, n))
-    lst = n.op.attr[PEER_INDEX_ATTR].list
-    lst.Clear()
-    lst.i.extend(peer_pos)
-    lst.val_type = _VT_LIST_INT
-    attrs_changed(n)            # the key is back (Note [attribute key sets])
+    _put_peer_index(n, op, peer_pos)
 
 
 def serialize_model(model: Model) -> bytes:
@@ -615,15 +827,26 @@ def _serialize_graph(g: Graph, emit_peer_index: bool, out: _Held) -> None:
     batch: list[bytes] = []
     put = batch.append
     for n in g.node_list():
+        op = n._op
+        if op is None and (n.korder or lean_order(n)) is _DUPLICATE:
+            op = n.op           # a key repeated in its lean attributes: decoded (lean_order)
+        target = op if op is not None else n.lean
         dirty = n.dirty
         if dirty:
-            _rewrite_inputs(n, positions)
+            _rewrite_inputs(n, positions, target)
         elif emit_peer_index:
             if dirty is None:
-                _rewrite_inputs(n, positions)
+                _rewrite_inputs(n, positions, target)
             else:
-                _write_peer_index(n, positions)     # Note [inputs as written]
-        payload = n.op.SerializeToString(deterministic=True)
+                _write_peer_index(n, positions, target)     # Note [inputs as written]
+        if op is not None:
+            payload = op.SerializeToString(deterministic=True)
+        else:
+            # Note [lean save]: a canonical lean op's encoding is what its decoded op would
+            # write; any other is decoded for the save alone
+            payload = target.SerializeToString()
+            if not n.lflags & LEAN_CANON:
+                payload = pb.OpDef.FromString(payload).SerializeToString(deterministic=True)
         k = len(payload)
         put(_OP_TAG)
         put(bytes((k,)) if k < 0x80 else bytes((k & 0x7F | 0x80, k >> 7)) if k < 0x4000 else _varint(k))
@@ -636,6 +859,8 @@ def _serialize_graph(g: Graph, emit_peer_index: bool, out: _Held) -> None:
         chunk = b"".join(batch)
         add((chunk,), len(chunk))
     add((tail.SerializeToString(deterministic=True),))
+    if VERIFY_CACHES:
+        check_shared()
 
 
 _BATCH = 3 * 256    # Note [op batches]: pieces (three an op)

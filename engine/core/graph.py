@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Iterator, Mapping
 
 from engine.core.attrs import attr_keys, attrs_changed, set_attr
+from engine.core.lean import LEAN_STRIP_PEER, _DUPLICATE, decode_lean, lean_attr, lean_order, shared_attr, shared_desc
 from engine.proto import ge_ir_pb2 as pb
 
 # Note [port names]: GE's dump names ports in two parallel list attributes per side.
@@ -55,9 +56,12 @@ class InAnchor:
     def desc(self) -> pb.TensorDescriptor | None:
         d = self._desc
         if d is None:
-            descs = self.node.op.input_desc
+            n = self.node
+            op = n._op
+            # Note [lean ops]: an undecoded node's descriptor is a shared read-only decoding
+            descs = op.input_desc if op is not None else n.lean.input_desc
             if self.idx < len(descs):
-                d = self._desc = descs[self.idx]
+                d = self._desc = descs[self.idx] if op is not None else shared_desc(descs[self.idx])
         return d
 
     def __repr__(self) -> str:
@@ -83,9 +87,12 @@ class OutAnchor:
     def desc(self) -> pb.TensorDescriptor | None:
         d = self._desc
         if d is None:
-            descs = self.node.op.output_desc
+            n = self.node
+            op = n._op
+            # Note [lean ops]: an undecoded node's descriptor is a shared read-only decoding
+            descs = op.output_desc if op is not None else n.lean.output_desc
             if self.idx < len(descs):
-                d = self._desc = descs[self.idx]
+                d = self._desc = descs[self.idx] if op is not None else shared_desc(descs[self.idx])
         return d
 
     def __repr__(self) -> str:
@@ -93,13 +100,13 @@ class OutAnchor:
 
 
 class Node:
-    __slots__ = ("name", "type", "op", "graph", "ins", "outs", "in_ctrl", "out_ctrl", "out_ctrl_set",
-                 "subgraphs", "prev", "next", "dirty", "_ports", "alive", "akeys")
+    __slots__ = ("name", "type", "_op", "graph", "ins", "outs", "in_ctrl", "out_ctrl", "out_ctrl_set",
+                 "subgraphs", "prev", "next", "dirty", "_ports", "alive", "akeys", "lean", "lflags", "korder", "lpeer")
     is_node = True          # Note [is_node] in engine/core/attrs.py
 
     def __init__(self, op: pb.OpDef, graph: "Graph", name: str | None = None):
         """`name`: op.name, when the caller has read it already (the loader)."""
-        self.op = op
+        self._op: pb.OpDef | None = op
         self.name: str = op.name if name is None else name
         self.type: str = _intern(op.type)         # a few dozen types over all nodes
         self.graph = graph
@@ -132,28 +139,70 @@ class Node:
         self._ports = None
         self.alive = True
         self.akeys = None
+        # Note [lean ops] (engine/core/lean.py): a loaded node's encoded op until `op` is
+        # first asked for (then None); LEAN_* flags; the lean attribute keys in order, once read
+        self.lean = None
+        self.lflags = 0
+        self.korder: tuple | None = None
+        self.lpeer: tuple | None = None     # the peer index the lean op holds (interned)
+
+    @property
+    def op(self) -> pb.OpDef:
+        """The node's OpDef (a lean node's is decoded now: Note [lean ops])."""
+        op = self._op
+        return op if op is not None else self._decode()
+
+    @op.setter
+    def op(self, op: pb.OpDef) -> None:
+        self._op = op
+        self.lean = self.korder = None
+
+    def _decode(self) -> pb.OpDef:
+        op = self._op = decode_lean(self.lean, self.graph.model, self.lflags & LEAN_STRIP_PEER)
+        self.lean = self.korder = None
+        for a in self.ins:
+            a._desc = None
+        for a in self.outs:
+            a._desc = None
+        return op
 
     # ---- identity -------------------------------------------------------
     @property
     def id(self) -> int:
-        return self.op.id
+        op = self._op
+        return (op if op is not None else self.lean).id
 
     @id.setter
     def id(self, value: int) -> None:
-        self.op.id = value
+        op = self._op
+        (op if op is not None else self.lean).id = value
 
     def __repr__(self) -> str:
         return f"<{self.type} {self.name}>"
 
     # ---- attributes (op-level) ------------------------------------------
     def attr(self, key: str):
-        """The AttrDef for `key`, or None."""
+        """The AttrDef for `key`, or None (a lean node's is shared and read only)."""
         if key not in (self.akeys or attr_keys(self)):
             return None
-        return self.op.attr[key]
+        op = self._op
+        return op.attr[key] if op is not None else lean_attr(self, key)
 
     def has_attr(self, key: str) -> bool:
         return key in (self.akeys or attr_keys(self))
+
+    def descs(self, outputs: bool = False):
+        """The op's input_desc (or output_desc) list; a lean node's as shared read-only
+        decodings (Note [lean ops])."""
+        op = self._op
+        if op is not None:
+            return op.output_desc if outputs else op.input_desc
+        return [shared_desc(r) for r in (self.lean.output_desc if outputs else self.lean.input_desc)]
+
+    def desc_count(self, outputs: bool = False) -> int:
+        """len(op.input_desc) (or output_desc), without decoding a lean node."""
+        op = self._op if self._op is not None else self.lean
+        return len(op.output_desc if outputs else op.input_desc)
 
     # ---- port names (from _input_name_key/_value, _output_name_key/_value) ----
     def ports(self) -> tuple[Mapping[str, int], Mapping[str, int]]:
@@ -167,7 +216,8 @@ class Node:
         return (self._ports or self._read_ports()).out_names.get(idx)
 
     def _read_ports(self) -> "_PortNames":
-        p = self._ports = port_names(self.op)
+        op = self._op
+        p = self._ports = port_names(op) if op is not None else _lean_port_names(self)
         return p
 
     def set_ports(self, inputs: list[str], outputs: list[str]) -> None:
@@ -233,6 +283,22 @@ def port_names(op: pb.OpDef) -> _PortNames:
         p = _PortNames(_name_map(ik, iv), _name_map(ok, ov))
         if len(_PORT_CACHE) < _PORT_CACHE_MAX:
             _PORT_CACHE[key] = p
+    return p
+
+
+def _lean_port_names(n: "Node") -> _PortNames:
+    """port_names of a lean node, from its attributes' bytes (Note [lean ops])."""
+    ko = n.korder or lean_order(n)
+    if ko is _DUPLICATE:
+        return port_names(n.op)
+    entries = n.lean.attr
+    raw = tuple(entries[ko.index(k)].value if k in ko else None for k in (_IN_KEY, _IN_VALUE, _OUT_KEY, _OUT_VALUE))
+    p = _PORT_CACHE.get(raw)
+    if p is None:
+        ik, iv, ok, ov = (None if r is None else shared_attr(r) for r in raw)
+        p = _PortNames(_name_map(ik, iv), _name_map(ok, ov))
+        if len(_PORT_CACHE) < _PORT_CACHE_MAX:
+            _PORT_CACHE[raw] = p
     return p
 
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from engine.core.errors import Collector, InputError, Loc, Problem, did_you_mean
-from engine.core.attrs import attr_keys, attr_value
+from engine.core.attrs import attr_def, attr_keys, attr_value
+from engine.core.lean import lean_attr
 from engine.core.graph import Node
 from engine.dsl.types import FIELD_TYPES, check_expr
 from engine.dsl.ast import (Binary, Call, Comprehension, Cond, Const, Expr, Field, Index, IsClass, Let,
@@ -81,7 +82,7 @@ class Compiler:
     def namespace(self) -> dict[str, Any]:
         """The globals generated code runs in (shared by everything this compiler builds)."""
         if self._ns is None:
-            ns: dict[str, Any] = {"_rt": _runtime, "_Node": Node, "_ak": attr_keys, "_av": attr_value,
+            ns: dict[str, Any] = {"_rt": _runtime, "_Node": Node, "_ak": attr_keys, "_av": attr_value, "_ad": attr_def,
                                   "_abt": bool_attr_true}
             for name, prim in self.scope.functions.items():
                 ns["f_" + name] = prim.fn
@@ -337,7 +338,8 @@ def _str_literal(src: str) -> bool:
 
 def bool_attr_true(n, key: str) -> bool:
     """attr_true's answer for a key the node carries: only a `b` field holds True."""
-    a = n.op.attr[key]
+    op = n._op if n.__class__ is Node else n.op
+    a = op.attr[key] if op is not None else lean_attr(n, key)     # Note [lean ops]
     return a.WhichOneof("value") == "b" and a.b is True
 
 

@@ -25,7 +25,7 @@ def unknown_shape(node) -> bool:
     n = _node(node)
     if n is None:
         return False
-    for d in list(n.op.input_desc) + list(n.op.output_desc):
+    for d in list(n.descs()) + list(n.descs(True)):
         if any(x in UNKNOWN_DIMS for x in d.shape.dim):
             return True
     return any(unknown_shape_graph(g) for g in n.subgraphs if g is not None)
@@ -82,7 +82,7 @@ def op_field(node, field: str) -> list:
     n = _node(node)
     if n is None or field not in ("input_i", "output_i", "is_input_const"):
         return []
-    return list(getattr(n.op, field))
+    return list(getattr(n._op if n._op is not None else n.lean, field))     # the lean op has them (Note [lean ops])
 
 
 def in_nodes(node) -> list[Node]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.core.errors import Cite, Collector, Loc, did_you_mean
-from engine.core.attrs import attr_kind, attr_value, set_attr, set_node_attr, typed_attr
+from engine.core.attrs import attr_kind, attr_value, node_typed, set_attr, set_node_attr
 from engine.core.graph import Graph, Node
 from engine.core.surgery import make_op
 from engine.proto import ge_ir_pb2 as pb
@@ -147,7 +147,7 @@ def apply_neighbour_attrs(op: pb.OpDef, spec: InsertSpec, src: Node | None, dst:
         if side is None:
             continue
         for key in keys:
-            if typed_attr(side.op.attr, key, "b"):
+            if node_typed(side, key, "b"):
                 set_node_attr(side, key, False)
                 set_attr(op.attr, key, True)
 

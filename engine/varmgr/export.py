@@ -20,7 +20,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from engine.core.attrs import attrs_changed, set_attr, set_node_attr, typed_attr
+from engine.core.attrs import attrs_changed, node_typed, set_attr, set_node_attr
 from engine.core.graph import Model, Node
 from engine.varmgr.desc import desc_from_proto
 from engine.varmgr.extpolicy import ExternalPolicy
@@ -58,7 +58,7 @@ def compute_hashes(model: Model, ext: ExternalPolicy) -> None:
     for node in model.all_nodes():
         if node.type not in ex.const_types:
             continue
-        weight = typed_attr(node.op.attr, ex.weights, "t")
+        weight = node_typed(node, ex.weights, "t")
         if weight is None or _is_empty_tensor(weight):
             continue                                           # "weight is null or empty tensor"
         set_node_attr(node, ex.sha256, ge_sha256_hex(bytes(weight.data)), "s")
@@ -71,15 +71,15 @@ def const_nodes(model: Model, ext: ExternalPolicy) -> list[tuple[Node, bytes, st
     for node in model.all_nodes():
         if node.type not in ex.const_types:
             continue
-        digest = typed_attr(node.op.attr, ex.sha256, "s")
+        digest = node_typed(node, ex.sha256, "s")
         if not digest:
             continue
-        weight = typed_attr(node.op.attr, ex.weights, "t")
+        weight = node_typed(node, ex.weights, "t")
         if weight is None:
             raise VarError(Status.FAILED, f"Failed to get weight of const node:{node.name} (it has "
                            f"{ex.sha256} but no '{ex.weights}' tensor)", node.name)
         out.append((node, bytes(weight.data), digest))
-    out.sort(key=lambda e: (e[0].name, e[0].graph.name, e[0].op.id))
+    out.sort(key=lambda e: (e[0].name, e[0].graph.name, e[0].id))
     return out
 
 

@@ -4,7 +4,7 @@ Attribute keys and op types come from the policy; nothing here names a GE op.
 """
 from __future__ import annotations
 
-from engine.core.attrs import typed_attr
+from engine.core.attrs import node_typed
 from engine.core.graph import Node
 from engine.varmgr import getypes as t
 from engine.varmgr.desc import TensorDesc, desc_from_proto
@@ -13,25 +13,25 @@ from engine.varmgr.records import INT64_MAX, Status, VarError, VarOp
 
 
 def output_desc(node: Node, policy: VarPolicy, idx: int = 0) -> TensorDesc | None:
-    descs = node.op.output_desc
+    descs = node.descs(True)
     return desc_from_proto(descs[idx], policy.attrs.init_value) if idx < len(descs) else None
 
 
 def is_ref_node(node: Node, policy: VarPolicy) -> bool:
-    return typed_attr(node.op.attr, policy.attrs.ref_var_src_var_name, "s") is not None
+    return node_typed(node, policy.attrs.ref_var_src_var_name, "s") is not None
 
 
 def name_for_var_manager(node: Node | None, policy: VarPolicy) -> str:
     """GetNameForVarManager: `_src_const_name` when non-empty, else the op name."""
     if node is None:
         return ""
-    alias = typed_attr(node.op.attr, policy.attrs.src_const_name, "s")
+    alias = node_typed(node, policy.attrs.src_const_name, "s")
     return alias if alias else node.name
 
 
 def memory_type_of(node: Node, policy: VarPolicy) -> int:
     sel = policy.memory_type_selection
-    value = typed_attr(node.op.attr, sel.attr, "i")
+    value = node_typed(node, sel.attr, "i")
     for key, name in sel.values:
         if value == key:
             return policy.rt(name)
@@ -56,12 +56,12 @@ def node_var_size(node: Node, desc: TensorDesc, policy: VarPolicy, padding: int)
     types = policy.op_types
     if desc.dtype == t.DT_STRING:
         if node.type in types.string_weight:
-            weight = typed_attr(node.op.attr, policy.attrs.weights, "t")
+            weight = node_typed(node, policy.attrs.weights, "t")
             if weight is None:
                 raise VarError(Status.FAILED, f"node: {node.name} get size failed: DT_STRING constant "
                                f"has no '{policy.attrs.weights}' tensor", node.name)
             return len(weight.data)
-        length = typed_attr(node.op.attr, policy.attrs.file_length, "i")
+        length = node_typed(node, policy.attrs.file_length, "i")
         if node.type in types.string_length and length is not None:
             return length
     count = desc.shape_size()

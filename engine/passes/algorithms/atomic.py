@@ -39,7 +39,7 @@ from engine.core.graph import Graph, Node
 from engine.pack.model import Pack
 from engine.pack.loader import parse_rule_expr, register_rule_id
 from engine.dsl.library import bound_functions
-from engine.core.attrs import attr_value, attrs_changed, set_attr, set_node_attr, typed_attr
+from engine.core.attrs import attr_value, attrs_changed, node_typed, set_attr, set_node_attr
 from engine.dsl.queries import QUERY_PRIMITIVES
 from engine.core.schema import Reader
 from engine.core.yamlloc import span_of
@@ -259,7 +259,7 @@ class AtomicPass:
         return steps, len(steps) - 1
 
     def mark(self, node: Node, key: str, why: str) -> None:
-        old = typed_attr(node.op.attr, key, "b") if key in node.op.attr else None
+        old = node_typed(node, key, "b")
         set_node_attr(node, key, True)
         if old is not True:
             self.ctx.diagnostics.append(Diagnostic("ATTR_SET", "info", f"{node.name}: attribute {key} = true", self.spec.id,
@@ -396,7 +396,7 @@ class AtomicPass:
         """LinkToAtomicNode: clean → node; in a loop graph the clean node takes the node's stream label."""
         self.link_ctrl(clean, node)
         key = self.cfg.stream_label_attr
-        if self.state.loop and typed_attr(node.op.attr, key, "s") is not None:
+        if self.state.loop and node_typed(node, key, "s") is not None:
             clean.op.attr[key].CopyFrom(node.op.attr[key])
             attrs_changed(clean)
 

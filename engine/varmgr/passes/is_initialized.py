@@ -62,7 +62,7 @@ def _replace(node: Node, mgr: VarManager, inited: dict[Node, frozenset[Node]]) -
     from_manager = mgr.is_var_exist(var.name)
     value = from_manager or var in inited.get(node, frozenset())
     op = node.graph.model.new_op(node.name, one(types.init_flag))      # Note [op memory]
-    op.id = node.op.id
+    op.id = node.id
     if node.op.output_desc:
         op.output_desc.add().CopyFrom(node.op.output_desc[0])
     tensor = op.attr[mgr.policy.attrs.weights].t

@@ -6,7 +6,7 @@ through their ref outputs; the last one in a chain gets `<var>_TO_<w>_REF_<o>`.
 """
 from __future__ import annotations
 
-from engine.core.attrs import set_attr, typed_attr
+from engine.core.attrs import node_typed, set_attr
 from engine.core.errors import PassFailure
 from engine.core.graph import Graph, Node
 from engine.core.surgery import insert_before, link, link_ctrl, make_op, new_node, replace_peer
@@ -40,7 +40,7 @@ def run_variable_prepare(graph: Graph, policy: VarPolicy, kept: list | None = No
                     continue
                 outs = ref_outputs(peer.node, peer.idx, ref_map, policy)
                 if not outs and peer.node.type in policy.op_types.framework_op:
-                    original = typed_attr(peer.node.op.attr, policy.attrs.original_type, "s") or ""
+                    original = node_typed(peer.node, policy.attrs.original_type, "s") or ""
                     keep(kept, var, RULE_REF, f"consumer {peer.node.name}:{peer.idx} writes {var.name}",
                          f"no: a {peer.node.type} is looked up in the framework_ref_ports table by its "
                          f"original_type ({original or 'none'}), which gives input {peer.idx} no ref output")
@@ -63,7 +63,7 @@ def _is_ref_node(node: Node, policy: VarPolicy) -> bool:
     `variable_TO_variable1_REF_0`, so nodes carrying `ref_var_src_var_name` are
     never followed as writers.
     """
-    return typed_attr(node.op.attr, policy.attrs.ref_var_src_var_name, "s") is not None
+    return node_typed(node, policy.attrs.ref_var_src_var_name, "s") is not None
 
 
 def ref_outputs(node: Node, in_idx: int, ref_map: RefMap, policy: VarPolicy) -> list[int]:
@@ -75,7 +75,7 @@ def ref_outputs(node: Node, in_idx: int, ref_map: RefMap, policy: VarPolicy) -> 
     original_type is Assign is not a writer (variable_prepare_op_pass.cc).
     """
     if node.type in policy.op_types.framework_op:
-        original = typed_attr(node.op.attr, policy.attrs.original_type, "s") or ""
+        original = node_typed(node, policy.attrs.original_type, "s") or ""
         return list(policy.framework_ref_outputs(original, in_idx))
     return ref_map.get(node.type, {}).get(in_idx, [])
 
@@ -105,13 +105,18 @@ def build_ref_map(graph: Graph, policy: VarPolicy) -> RefMap:
         plan = known[1]
         if not plan:
             continue
-        descs = node.op.input_desc
+        ins = node.ins
         for i, o in plan:
             if o is not None:
                 out.setdefault(node.type, {})[i] = [o]
-            elif i < len(descs):
-                # the in-anchor's cached descriptor is descs[i] (Note [descriptor cache] in graph.py)
-                attrs = (node.ins[i].desc if 0 <= i < len(node.ins) else descs[i]).attr
+                continue
+            # the in-anchor's descriptor (None past the op's input_desc: Note [descriptor
+            # cache] in graph.py), read lean when the node is (Note [lean ops]); an index
+            # below 0 counts from the end, as it did
+            d = ins[i].desc if 0 <= i < len(ins) else \
+                node.op.input_desc[i] if i < 0 and -i <= len(node.op.input_desc) else None
+            if d is not None:
+                attrs = d.attr
                 if ref_key in attrs and len(attrs[ref_key].list.i):      # `in` makes no wrapper
                     out.setdefault(node.type, {})[i] = [len(node.outs)]
     return out
@@ -170,7 +175,7 @@ def _chain_facts(var: Node, chain, policy: VarPolicy) -> dict:
 
 
 def _ref_op(var: Node, name: str, policy: VarPolicy):
-    desc = var.op.output_desc[0] if var.op.output_desc else None
+    desc = var.outs[0].desc if var.outs else None      # read only: make_op copies it
     op = make_op(name, var.type, [desc] if desc else [], [desc] if desc else [], model=var.graph.model)
     set_attr(op.attr, policy.attrs.ref_var_src_var_name, var.name)
     return op
@@ -183,12 +188,12 @@ def add_variable_ref(w: Node, var: Node, o: int, policy: VarPolicy, changes: lis
         return                                       # warning in GE, SUCCESS
     key = policy.attrs.ref_var_src_var_name
     for peer in w.outs[o].peers:
-        if peer.node.type in policy.op_types.var_like and typed_attr(peer.node.op.attr, key, "s") == var.name:
+        if peer.node.type in policy.op_types.var_like and node_typed(peer.node, key, "s") == var.name:
             keep(kept, w, RULE_REF, f"{w.name}:{o} already feeds a VariableRef of {var.name}",
                  f"yes: {peer.node.name}")
             return                                   # already has its VariableRef
     op = _ref_op(var, policy.node_names.ref.format(var=var.name, node=w.name, index=o), policy)
-    label = typed_attr(w.op.attr, policy.attrs.stream_label, "s")
+    label = node_typed(w, policy.attrs.stream_label, "s")
     if label:
         set_attr(op.attr, policy.attrs.stream_label, label)
     data_peers = [p for anchor in w.outs for p in anchor.peers]
@@ -209,7 +214,7 @@ def add_variable_ref(w: Node, var: Node, o: int, policy: VarPolicy, changes: lis
 
 def _original_type(node: Node, policy: VarPolicy) -> str:
     if node.type in policy.op_types.framework_op:
-        original = typed_attr(node.op.attr, policy.attrs.original_type, "s")
+        original = node_typed(node, policy.attrs.original_type, "s")
         if original is None:
             raise PassFailure(PASS_ID, f"FrameworkOp {node.name} has no attr "
                               f"'{policy.attrs.original_type}'", node.name)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import weakref
 
-from engine.core.attrs import set_attr, typed_attr
+from engine.core.attrs import node_typed, set_attr, typed_attr
 from engine.core.errors import PassFailure
 from engine.core.graph import Graph, Model, OutAnchor
 from engine.core.surgery import isolate, remove_node
@@ -48,7 +48,7 @@ def run_variable_ref_delete(model: Model, graph: Graph, policy: VarPolicy, kept:
     for node in graph.node_list():
         if node.type not in var_like:
             continue
-        src = typed_attr(node.op.attr, key, "s")
+        src = node_typed(node, key, "s")
         if src is None:
             if kept is not None:        # the texts are made only for a why-not run
                 keep(kept, node, RULE, f"{node.name} is a VariableRef (carries {key})", "no: a variable, kept")
@@ -88,7 +88,7 @@ def _desc_owner(peer: OutAnchor, policy: VarPolicy, ref: str) -> OutAnchor:
             src = _input_for_parent_index(out, peer.idx, policy, ref) if out is not None else None
             if src is not None:
                 target = src
-    if target.idx >= len(target.node.op.output_desc):
+    if target.idx >= target.node.desc_count(True):
         raise PassFailure(PASS_ID, f"writer {target.node.name} of {ref} has no output desc {target.idx}", ref)
     return target
 

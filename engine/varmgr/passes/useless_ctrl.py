@@ -7,7 +7,7 @@ the ref's first input. A ref without an input is left alone (GE logs a warning).
 """
 from __future__ import annotations
 
-from engine.core.attrs import typed_attr
+from engine.core.attrs import node_typed
 from engine.core.graph import Graph
 from engine.core.surgery import unlink_ctrl
 from engine.varmgr.policy import VarPolicy
@@ -28,7 +28,7 @@ def run_variable_ref_useless_control_out_delete(graph: Graph, policy: VarPolicy,
             if kept is not None:        # the texts are made only for a why-not run
                 keep(kept, node, RULE, f"{node.name} has control successors", "no: nothing to drop")
             continue
-        src = typed_attr(node.op.attr, key, "s")
+        src = node_typed(node, key, "s")
         producers = data_in_nodes(node) if src is not None else []
         if not producers:
             if kept is not None:

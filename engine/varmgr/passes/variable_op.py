@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine.core.attrs import attr_keys, typed_attr
+from engine.core.attrs import attr_keys, node_typed
 from engine.core.errors import PassFailure
 from engine.core.graph import Graph, Node
 from engine.core.surgery import isolate, link, link_ctrl, remove_node, unlink
@@ -90,7 +90,7 @@ def _same_variables(graph: Graph, policy: VarPolicy) -> dict[str, tuple[list[Nod
     for node in graph.node_list():
         # most nodes are no VariableRef: their key set answers (Note [attribute key sets]),
         # read as Node.has_attr reads it, without the call
-        src = typed_attr(node.op.attr, key, "s") if key in (node.akeys or attr_keys(node)) else None
+        src = node_typed(node, key, "s") if key in (node.akeys or attr_keys(node)) else None
         if src is not None:
             refs.setdefault(src, []).append(node)
         elif node.type in fused:
@@ -135,7 +135,7 @@ def _check_same_and_trans_op(same_vars: list[Node], policy: VarPolicy,
             for peer in anchor.peers:
                 consumer = peer.node
                 op = fusion.trans_op(consumer.type)
-                if op is None or peer.idx != op.data_index or not consumer.op.output_desc:
+                if op is None or peer.idx != op.data_index or not consumer.desc_count(True):
                     if why is not None:
                         why.append(f"consumer {consumer.name} ({consumer.type}) is not a supported trans op "
                                    f"fed at its data input" if op is None or peer.idx != op.data_index
@@ -144,7 +144,7 @@ def _check_same_and_trans_op(same_vars: list[Node], policy: VarPolicy,
                 out = output_desc(consumer, policy)
                 keys.add(_key(out))
                 if step is None:
-                    in_desc = desc_from_proto(consumer.op.input_desc[peer.idx], policy.attrs.init_value)
+                    in_desc = desc_from_proto(consumer.descs()[peer.idx], policy.attrs.init_value)
                     step = TransNodeInfo(consumer.type, in_desc, out)
     if step is None or len(keys) != 1:
         if why is not None:

@@ -1,0 +1,189 @@
+"""Ops held in their encoded form: the lean graph representation.
+
+Note [lean ops]: a parsed `ge.proto.OpDef` costs upb ~6 KB at the sizes of a training
+step (12 attributes and 2-3 descriptors of 6 attributes each, ~1 KB on the wire): the
+attribute maps are hash tables of messages. A 1M-node dump parsed whole took 5.8 GB of
+a 9.2 GB peak. So a loaded node keeps a *lean* message instead: the same OpDef with its
+heavy fields left encoded — each attribute is (key, encoded AttrDef) and each tensor
+descriptor its encoded bytes — which upb parses into ~2 bytes per byte of the file.
+The node decodes its full OpDef the first time anything asks for `node.op` (a write,
+or a read the lean form cannot answer), and from then on the full op is the node's
+state; until then:
+
+- topology, names, types and ids are the node's own fields (the id lives in the lean
+  message, which is what a save writes);
+- the attribute key set (Note [attribute key sets]) comes from the lean keys;
+- an attribute's value (`lean_attr`) and a descriptor (`lean_desc`) are decoded from
+  their bytes into messages shared by every node with the same bytes (a training step
+  has a few thousand distinct ones), read only: whatever changes a node's attributes or
+  descriptors goes through `node.op`, which decodes the node first. Verify mode
+  (MEMCONFLICT_VERIFY_CACHES=1) checks at every save that no shared message changed.
+
+Loading keeps GE's checks: the file is still parsed as a full ModelDef, a few thousand
+ops at a time (Note [op runs]), so a malformed dump fails at load with the same message
+as before, and the full parse's memory is freed batch by batch. Each op's bytes are
+also compared with its canonical encoding (what `SerializeToString(deterministic=True)`
+writes, i.e. what a save of the decoded op would write): a save writes an undecoded
+canonical op from its lean message (its inputs, peer index and id brought up to date in
+place) and decodes only the others (Note [lean save] in engine/core/dumpio.py).
+"""
+from __future__ import annotations
+
+import os
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from engine.proto import ge_ir_pb2 as pb
+
+
+def _lean_classes():
+    """LeanModelDef, LeanGraphDef, LeanOpDef: ge.proto's messages with OpDef.attr as
+    repeated (key, bytes) entries and OpDef.input_desc/output_desc as repeated bytes.
+    The field numbers are GE's, so the wire format is the same."""
+    fdp = descriptor_pb2.FileDescriptorProto()
+    pb.DESCRIPTOR.CopyToProto(fdp)
+    old, new = "." + pb.DESCRIPTOR.package + ".", ".ge.lean."
+    fdp.name, fdp.package = "engine/core/lean_ge_ir.proto", "ge.lean"
+    fdp.ClearField("dependency")
+
+    def rename(msgs):
+        for m in msgs:
+            for f in m.field:
+                if f.type_name.startswith(old):
+                    f.type_name = new + f.type_name[len(old):]
+            rename(m.nested_type)
+    rename(fdp.message_type)
+    entry = fdp.message_type.add(name="LeanAttrEntry")
+    entry.field.add(name="key", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+                    label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+    entry.field.add(name="value", number=2, type=descriptor_pb2.FieldDescriptorProto.TYPE_BYTES,
+                    label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+    for m in fdp.message_type:
+        if m.name != "OpDef":
+            continue
+        for f in m.field:
+            if f.name == "attr":
+                f.type_name = new + "LeanAttrEntry"
+            elif f.name in ("input_desc", "output_desc"):
+                f.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
+                f.ClearField("type_name")
+        # the map's entry type stays declared (unused): nothing refers to it now
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    get = lambda name: message_factory.GetMessageClass(pool.FindMessageTypeByName("ge.lean." + name))
+    return get("GraphDef"), get("OpDef")
+
+
+LeanGraphDef, LeanOpDef = _lean_classes()
+
+VERIFY_CACHES = os.environ.get("MEMCONFLICT_VERIFY_CACHES") == "1"
+
+# Note [shared decodings]: encoded bytes → the message they decode to, shared read-only by
+# every lean node with those bytes. Bounded: past the limit a table starts afresh (a
+# graph of unique descriptors then decodes each one per reader, which is correct, only slower).
+_ATTRS: dict[bytes, pb.AttrDef] = {}
+_DESCS: dict[bytes, pb.TensorDescriptor] = {}
+_SHARED_MAX = 1 << 17
+
+
+def shared_attr(raw: bytes) -> pb.AttrDef:
+    a = _ATTRS.get(raw)
+    if a is None:
+        if len(_ATTRS) >= _SHARED_MAX:
+            _ATTRS.clear()
+        a = _ATTRS[raw] = pb.AttrDef.FromString(raw)
+    return a
+
+
+def shared_desc(raw: bytes) -> pb.TensorDescriptor:
+    d = _DESCS.get(raw)
+    if d is None:
+        if len(_DESCS) >= _SHARED_MAX:
+            _DESCS.clear()
+        d = _DESCS[raw] = pb.TensorDescriptor.FromString(raw)
+    return d
+
+
+def check_shared() -> None:
+    """Verify mode: every shared message still equals what its bytes decode to (a change
+    in place would have reached every node sharing it, and no save)."""
+    for table, cls, what in ((_ATTRS, pb.AttrDef, "attribute"), (_DESCS, pb.TensorDescriptor, "descriptor")):
+        for raw, msg in table.items():
+            if msg != cls.FromString(raw):
+                raise AssertionError(f"a shared {what} of lean nodes was changed in place (write through "
+                                     f"node.op instead): {msg}")
+
+
+PEER_INDEX_ATTR = "_src_out_peer_index_for_ge_txt_load"
+
+LEAN_CANON = 1          # the op's bytes were canonical at load: its lean encoding is what a save writes
+LEAN_STRIP_PEER = 2     # the lean attributes hold the peer index the loader took out of the node's view
+
+_ORDERS: dict[tuple, tuple] = {}        # interned key orders (a graph has a few dozen)
+_DUPLICATE = ()                         # korder of a node whose lean attributes repeat a key
+
+
+def lean_order(n) -> tuple:
+    """The keys of lean node `n`'s attributes in their encoded order (cached, interned);
+    `_DUPLICATE` when a key repeats (a map keeps the last: the node is decoded instead)."""
+    ko = tuple([e.key for e in n.lean.attr])
+    if len(set(ko)) != len(ko):
+        ko = _DUPLICATE
+    else:
+        hit = _ORDERS.get(ko)
+        if hit is None:
+            if len(_ORDERS) >= _SHARED_MAX:
+                _ORDERS.clear()
+            _ORDERS[ko] = ko
+        else:
+            ko = hit
+    n.korder = ko
+    return ko
+
+
+_SORTED: dict[tuple, tuple] = {}
+
+
+def canonical_order(n, keys: frozenset, with_peer: bool) -> tuple:
+    """The lean key order of canonical lean node `n` with attribute keys `keys` (and the
+    peer index when `with_peer`). Deterministic encoding writes a map in an order that
+    depends on its keys alone (upb's, not Python's sorted(): a key before its own
+    prefixes), so every canonical op with these keys has the order of the first one read."""
+    k = (keys, with_peer)
+    ko = _SORTED.get(k)
+    if ko is None:
+        ko = lean_order(n)
+        if ko is not _DUPLICATE and len(_SORTED) < _SHARED_MAX:
+            _SORTED[k] = ko
+    return ko
+
+
+def lean_keys(n) -> frozenset:
+    """The attribute keys of lean node `n` as the node shows them."""
+    ko = n.korder or lean_order(n)
+    if ko is _DUPLICATE:
+        return frozenset(n.op.attr)
+    ks = frozenset(ko)
+    return ks - {PEER_INDEX_ATTR} if n.lflags & LEAN_STRIP_PEER else ks
+
+
+def lean_attr(n, key: str) -> pb.AttrDef | None:
+    """Lean node `n`'s AttrDef at `key` (shared, read only), or None."""
+    ko = n.korder or lean_order(n)
+    if ko is _DUPLICATE:
+        attrs = n.op.attr
+        return attrs[key] if key in attrs else None
+    if key not in ko or (key == PEER_INDEX_ATTR and n.lflags & LEAN_STRIP_PEER):
+        return None
+    return shared_attr(n.lean.attr[ko.index(key)].value)
+
+
+def decode_lean(lean, model, strip_peer: int) -> pb.OpDef:
+    """The full OpDef of a lean op, made inside the model's holder (Note [op memory])."""
+    op = model.new_op("", "")
+    op.MergeFromString(lean.SerializeToString())
+    if strip_peer:
+        attrs = op.attr
+        if PEER_INDEX_ATTR in attrs:
+            del attrs[PEER_INDEX_ATTR]
+    return op

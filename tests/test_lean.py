@@ -1,0 +1,173 @@
+"""Note [lean ops] (engine/core/lean.py): loaded nodes keep their ops encoded until a write
+or a read the lean form cannot answer; runs over them are byte for byte the runs over fully
+decoded ops, and whatever changes a node reaches its save."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.gen_graph import make_model, write_model
+from engine.core import lean
+from engine.core.attrs import node_attr, set_attr
+from engine.core.dumpio import _protoc_available, build_model, load_model, read_modeldef, serialize_model
+from engine.core.errors import InputError
+from engine.core.lean import LEAN_CANON, LeanGraphDef, LeanOpDef, check_shared
+from engine.passes.context import RunContext
+from engine.passes.manager import check_graph, resolve_passes, run_passes
+from engine.proto import ge_ir_pb2 as pb
+from harness import ge_dumps
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "train_step.pbtxt"
+
+
+def _pipeline(model, pack):
+    ctx = RunContext(pack, model, {})
+    check_graph(ctx)
+    run_passes(ctx, resolve_passes(pack, None, {}))
+    return ctx
+
+
+def _lean_share(model) -> float:
+    nodes = model.all_nodes()
+    return sum(n._op is None for n in nodes) / len(nodes)
+
+
+@pytest.mark.parametrize("src", [EXAMPLE, "generated"] + sorted(ge_dumps().glob("*.txt"))[:2],
+                         ids=lambda p: getattr(p, "name", p))
+def test_lean_and_full_readers_make_the_same_run(src, tmp_path, default_pack):
+    """The default pipeline over lean nodes inserts what it inserts over decoded ops and
+    saves the same bytes; after loading no node holds a decoded op, and on a training
+    step most nodes are still undecoded when the pipeline ends."""
+    if src == "generated":
+        src = tmp_path / "step.pb"
+        write_model(make_model(2000, dump_attrs=True, hub=0.4), src)
+    elif not _protoc_available():
+        pytest.skip("text dumps are read lean through protoc")
+    lean_model = load_model(src)
+    full_model = build_model(read_modeldef(src), str(src))
+    assert _lean_share(lean_model) == 1.0
+    assert _lean_share(full_model) == 0.0
+    lean_ctx, full_ctx = _pipeline(lean_model, default_pack), _pipeline(full_model, default_pack)
+    assert [(i.name, i.type) for i in lean_ctx.insertions] == [(i.name, i.type) for i in full_ctx.insertions]
+    assert serialize_model(lean_model) == serialize_model(full_model)
+    if src.suffix == ".pb":
+        assert _lean_share(lean_model) > 0.7
+
+
+def _dump(ops: list[bytes], tmp_path: Path) -> Path:
+    """A binary ModelDef of one graph 'g' holding the encoded ops."""
+    g = LeanGraphDef(name="g")
+    for raw in ops:
+        g.op.add().MergeFromString(raw)
+    path = tmp_path / "d.pb"
+    path.write_bytes(pb.ModelDef(name="m").SerializeToString() + b"\x3a" + _varint(g.ByteSize()) + g.SerializeToString())
+    return path
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _attr(value) -> bytes:
+    a = pb.AttrDef()
+    set_attr({"k": a}, "k", value)
+    return a.SerializeToString()
+
+
+def test_an_op_out_of_canonical_order_is_saved_as_its_decoded_op(tmp_path):
+    """Attributes encoded out of key order (as any writer may) are not canonical: the save
+    decodes that op and writes what a decoded op writes, keys sorted."""
+    op = LeanOpDef(name="a", type="Data")
+    op.attr.add(key="zeta", value=_attr("z"))
+    op.attr.add(key="alpha", value=_attr("a"))
+    path = _dump([op.SerializeToString()], tmp_path)
+    model = load_model(path)
+    n = model.root.by_name["a"]
+    assert n._op is None and not n.lflags & LEAN_CANON
+    assert node_attr(n, "zeta") == "z" and node_attr(n, "alpha") == "a"
+    data = serialize_model(model)
+    assert data == serialize_model(build_model(read_modeldef(path), str(path)))
+    assert data.index(b"alpha") < data.index(b"zeta")        # the entries in key order
+    assert n._op is None            # decoded for the save alone
+
+
+def test_a_write_after_lean_reads_reaches_the_save(tmp_path):
+    """Reads of a lean node share decodings; a write goes through node.op, which decodes
+    the node: its anchors then read the op's own descriptors, the save has the write and
+    the shared decoding is as it was."""
+    op = pb.OpDef(name="a", type="Data")
+    op.output_desc.add(dtype=pb.DT_FLOAT, layout="ND")
+    path = _dump([op.SerializeToString(deterministic=True)], tmp_path)
+    model = load_model(path)
+    n = model.root.by_name["a"]
+    shared = n.outs[0].desc
+    assert n._op is None and shared.layout == "ND"
+    assert n.outs[0].desc is shared
+    n.op.output_desc[0].layout = "NCHW"
+    assert n._op is not None and n.outs[0].desc.layout == "NCHW"
+    assert shared.layout == "ND"
+    saved = pb.ModelDef.FromString(serialize_model(model))
+    assert saved.graph[0].op[0].output_desc[0].layout == "NCHW"
+    check_shared()
+
+
+def test_verify_mode_catches_a_shared_decoding_changed_in_place(tmp_path):
+    op = pb.OpDef(name="a", type="Data")
+    op.output_desc.add(dtype=pb.DT_FLOAT, layout="ND")
+    op.output_desc[0].attr["mark"].i = 1
+    path = _dump([op.SerializeToString(deterministic=True)], tmp_path)
+    model = load_model(path)
+    desc = model.root.by_name["a"].outs[0].desc
+    desc.attr["mark"].i = 2         # the write that should have gone through node.op
+    try:
+        with pytest.raises(AssertionError, match="shared descriptor"):
+            check_shared()
+    finally:
+        lean._DESCS.clear()
+
+
+def test_a_malformed_attribute_fails_the_load_as_before(tmp_path):
+    """The lean reader still parses every op fully at load: a broken attribute inside an
+    op is the full reader's located error, at load."""
+    op = LeanOpDef(name="a", type="Data")
+    op.attr.add(key="bad", value=b"\x12\x05ab")       # a string field running past its end
+    path = _dump([op.SerializeToString()], tmp_path)
+    with pytest.raises(InputError, match=r"malformed binary GE dump at byte \d+"):
+        load_model(path)
+
+
+def test_a_repeated_key_is_read_as_a_map_reads_it(tmp_path):
+    """A key encoded twice: a map keeps the last value; the lean node is decoded for it."""
+    op = LeanOpDef(name="a", type="Data")
+    op.attr.add(key="k", value=_attr("first"))
+    op.attr.add(key="k", value=_attr("last"))
+    path = _dump([op.SerializeToString()], tmp_path)
+    model = load_model(path)
+    assert node_attr(model.root.by_name["a"], "k") == "last"
+    assert serialize_model(model) == serialize_model(build_model(read_modeldef(path), str(path)))
+
+
+def test_canonical_ops_read_each_attribute_at_its_place(tmp_path):
+    """A canonical op's attributes are in the deterministic encoding's order, which is not
+    Python's sorted() ('aipp_config_path' comes before 'aipp'); every op with the same keys
+    reads each value from its own entry."""
+    raws = []
+    for i in range(3):
+        op = pb.OpDef(name=f"n{i}", type="Data")
+        for key in ("aipp", "aipp_config_path", "b", "_x"):
+            set_attr(op.attr, key, f"{key}-{i}")
+        raws.append(op.SerializeToString(deterministic=True))
+    model = load_model(_dump(raws, tmp_path))
+    for i in range(3):
+        n = model.root.by_name[f"n{i}"]
+        assert n.lflags & LEAN_CANON
+        assert [node_attr(n, k) for k in ("aipp", "aipp_config_path", "b", "_x")] == \
+            [f"aipp-{i}", f"aipp_config_path-{i}", f"b-{i}", f"_x-{i}"]
+        assert n._op is None

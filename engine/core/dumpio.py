@@ -375,7 +375,6 @@ def _read_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: list[Pro
             subs.append((n, names[:]))
         if lean is not None:            # Note [lean ops]: the node keeps the lean op from now on
             ks = attr_keys(n)
-            n._read_ports()             # from the full op, while it is at hand
             n._op = None
             n.lean = lean
             n.lflags = canon | (LEAN_STRIP_PEER if vals is not None else 0)

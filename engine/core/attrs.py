@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from engine.core.lean import lean_attr, lean_keys
+from engine.core.lean import interned, lean_attr, lean_keys
 from engine.proto import ge_ir_pb2 as pb
 
 _LV = pb.AttrDef.ListValue
@@ -113,14 +113,7 @@ def attr_keys(n) -> frozenset:
     ks = n.akeys
     if ks is None:
         op = n._op
-        ks = frozenset(op.attr) if op is not None else lean_keys(n)     # Note [lean ops]
-        hit = _KEYSETS.get(ks)
-        if hit is None:
-            if len(_KEYSETS) >= _KEYSETS_MAX:
-                _KEYSETS.clear()
-            _KEYSETS[ks] = ks
-        else:
-            ks = hit
+        ks = interned(_KEYSETS, frozenset(op.attr) if op is not None else lean_keys(n), _KEYSETS_MAX)
         if VERIFY_CACHES:
             held = _SHADOW.get(n)
             if held is not None and held != ks:

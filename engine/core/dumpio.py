@@ -250,6 +250,8 @@ def _fields(data: bytes, pos: int, end: int) -> list[tuple[int, int, int, int, i
     group ends the walk: the full reader takes those); _NotLean where a field breaks."""
     out = []
     put = out.append
+    # the key's and the length's varints are nearly always one byte: read in place, and
+    # through read_varint otherwise (the two look alike on purpose)
     while pos < end:
         start = pos
         key = data[pos]

@@ -86,22 +86,32 @@ _DESCS: dict[bytes, pb.TensorDescriptor] = {}
 _SHARED_MAX = 1 << 17
 
 
+def interned(table: dict, value, limit: int = _SHARED_MAX):
+    """The one object of `table` equal to `value` (added when new); a table that reaches
+    `limit` starts afresh: interning only saves memory, it is never needed for an answer."""
+    hit = table.get(value)
+    if hit is None:
+        if len(table) >= limit:
+            table.clear()
+        hit = table[value] = value
+    return hit
+
+
+def _shared(table: dict, cls, raw: bytes):
+    msg = table.get(raw)
+    if msg is None:
+        if len(table) >= _SHARED_MAX:
+            table.clear()
+        msg = table[raw] = cls.FromString(raw)
+    return msg
+
+
 def shared_attr(raw: bytes) -> pb.AttrDef:
-    a = _ATTRS.get(raw)
-    if a is None:
-        if len(_ATTRS) >= _SHARED_MAX:
-            _ATTRS.clear()
-        a = _ATTRS[raw] = pb.AttrDef.FromString(raw)
-    return a
+    return _shared(_ATTRS, pb.AttrDef, raw)
 
 
 def shared_desc(raw: bytes) -> pb.TensorDescriptor:
-    d = _DESCS.get(raw)
-    if d is None:
-        if len(_DESCS) >= _SHARED_MAX:
-            _DESCS.clear()
-        d = _DESCS[raw] = pb.TensorDescriptor.FromString(raw)
-    return d
+    return _shared(_DESCS, pb.TensorDescriptor, raw)
 
 
 def check_shared() -> None:
@@ -127,16 +137,7 @@ def lean_order(n) -> tuple:
     """The keys of lean node `n`'s attributes in their encoded order (cached, interned);
     `_DUPLICATE` when a key repeats (a map keeps the last: the node is decoded instead)."""
     ko = tuple([e.key for e in n.lean.attr])
-    if len(set(ko)) != len(ko):
-        ko = _DUPLICATE
-    else:
-        hit = _ORDERS.get(ko)
-        if hit is None:
-            if len(_ORDERS) >= _SHARED_MAX:
-                _ORDERS.clear()
-            _ORDERS[ko] = ko
-        else:
-            ko = hit
+    ko = _DUPLICATE if len(set(ko)) != len(ko) else interned(_ORDERS, ko)
     n.korder = ko
     return ko
 

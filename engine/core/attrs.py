@@ -73,10 +73,7 @@ def node_typed(n, key: str, *kinds: str) -> Any:
     """typed_attr of a node's op attributes (a graph node's answered lean: Note [lean ops])."""
     if getattr(n, "is_node", None) is not True:
         return typed_attr(n.op.attr, key, *kinds)
-    if key not in (n.akeys or attr_keys(n)):
-        return None
-    op = n._op
-    a = op.attr[key] if op is not None else lean_attr(n, key)
+    a = n.attr(key)
     return attr_value(a) if attr_kind(a) in kinds else None
 
 
@@ -151,10 +148,7 @@ def node_attr(node, key: str) -> Any:
     if n is None:
         return None
     if kind is not None:
-        if key not in (n.akeys or attr_keys(n)):
-            return None
-        op = n._op
-        return attr_value(op.attr[key] if op is not None else lean_attr(n, key))
+        return attr_value(n.attr(key))      # the key set first, a lean node read lean
     attrs = n.op.attr           # one map access (each costs as much as the lookup)
     return attr_value(attrs[key]) if key in attrs else None
 

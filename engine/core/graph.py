@@ -18,8 +18,8 @@ import sys
 from types import MappingProxyType
 from typing import Iterator, Mapping
 
-from engine.core.attrs import attr_keys, attrs_changed, set_attr
-from engine.core.lean import LEAN_STRIP_PEER, _DUPLICATE, decode_lean, lean_attr, lean_order, shared_attr, shared_desc
+from engine.core.attrs import attr_def, attr_keys, attrs_changed, set_attr
+from engine.core.lean import LEAN_STRIP_PEER, _DUPLICATE, decode_lean, lean_order, shared_attr, shared_desc
 from engine.proto import ge_ir_pb2 as pb
 
 # Note [port names]: GE's dump names ports in two parallel list attributes per side.
@@ -183,10 +183,7 @@ class Node:
     # ---- attributes (op-level) ------------------------------------------
     def attr(self, key: str):
         """The AttrDef for `key`, or None (a lean node's is shared and read only)."""
-        if key not in (self.akeys or attr_keys(self)):
-            return None
-        op = self._op
-        return op.attr[key] if op is not None else lean_attr(self, key)
+        return attr_def(self, key) if key in (self.akeys or attr_keys(self)) else None
 
     def has_attr(self, key: str) -> bool:
         return key in (self.akeys or attr_keys(self))

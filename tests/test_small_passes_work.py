@@ -52,14 +52,21 @@ def _run(path, passes, tmp_path, name):
     return model, out.read_bytes()
 
 
-def test_steps_are_tried_only_on_nodes_of_their_class(monkeypatch, tmp_path):
+def _counted_runs(monkeypatch, tmp_path, passes, name):
+    """Run `passes` on SG twice, counting the steps' match calls: every node asked (full),
+    then as the engine asks; (full counts, counts, model of the second run, bytes, bytes)."""
     full: Counter = Counter()
     with monkeypatch.context() as m:
         _counting(m, full, full=True)
-        _, before = _run(SG, ["subgraph"], tmp_path, "full")
+        _, before = _run(SG, passes, tmp_path, "full")
     typed: Counter = Counter()
     _counting(monkeypatch, typed)
-    model, after = _run(SG, ["subgraph"], tmp_path, "typed")
+    model, after = _run(SG, passes, tmp_path, name)
+    return full, typed, model, before, after
+
+
+def test_steps_are_tried_only_on_nodes_of_their_class(monkeypatch, tmp_path):
+    full, typed, model, before, after = _counted_runs(monkeypatch, tmp_path, ["subgraph"], "typed")
     assert after == before                  # the same graph, byte for byte
     classes = PACK.class_sets()
     needs = {"while-inputs": classes["while_like"], "subgraph-netoutput": classes["netoutput"],
@@ -94,13 +101,7 @@ def test_node_types_needed_reads_only_safe_conjunctions():
 
 
 def test_always_matching_inert_steps_do_not_walk_the_nodes(monkeypatch, tmp_path):
-    full: Counter = Counter()
-    with monkeypatch.context() as m:
-        _counting(m, full, full=True)
-        _, before = _run(SG, ["topological_sorting"], tmp_path, "full")
-    typed: Counter = Counter()
-    _counting(monkeypatch, typed)
-    _, after = _run(SG, ["topological_sorting"], tmp_path, "inert")
+    full, typed, _, before, after = _counted_runs(monkeypatch, tmp_path, ["topological_sorting"], "inert")
     assert after == before
     # the full walk asks the always-true match of every node; the inert run none
     model, _ = load_yaml_graph(SG, PACK)

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.gen_graph import make_model, write_model
+from benchmarks.gen_graph import make_model, serialize, write_model
 from engine.core import lean
 from engine.core.attrs import node_attr, set_attr
-from engine.core.dumpio import _protoc_available, build_model, load_model, read_modeldef, serialize_model
+from engine.core.dumpio import (_encode_text, _fields, _protoc_available, build_lean_model, build_model, load_model,
+                                read_modeldef, serialize_model)
 from engine.core.errors import InputError
-from engine.core.lean import LEAN_CANON, LeanGraphDef, LeanOpDef, check_shared
+from engine.core.lean import LEAN_CANON, LeanGraphDef, LeanOpDef, check_shared, encode_entry
 from engine.passes.context import RunContext
 from engine.passes.manager import check_graph, resolve_passes, run_passes
 from engine.proto import ge_ir_pb2 as pb
@@ -85,8 +86,8 @@ def test_an_op_out_of_canonical_order_is_saved_as_its_decoded_op(tmp_path):
     """Attributes encoded out of key order (as any writer may) are not canonical: the save
     decodes that op and writes what a decoded op writes, keys sorted."""
     op = LeanOpDef(name="a", type="Data")
-    op.attr.add(key="zeta", value=_attr("z"))
-    op.attr.add(key="alpha", value=_attr("a"))
+    op.attr.append(encode_entry("zeta", _attr("z")))
+    op.attr.append(encode_entry("alpha", _attr("a")))
     path = _dump([op.SerializeToString()], tmp_path)
     model = load_model(path)
     n = model.root.by_name["a"]
@@ -137,7 +138,7 @@ def test_a_malformed_attribute_fails_the_load_as_before(tmp_path):
     """The lean reader still parses every op fully at load: a broken attribute inside an
     op is the full reader's located error, at load."""
     op = LeanOpDef(name="a", type="Data")
-    op.attr.add(key="bad", value=b"\x12\x05ab")       # a string field running past its end
+    op.attr.append(encode_entry("bad", b"\x12\x05ab"))       # a string field running past its end
     path = _dump([op.SerializeToString()], tmp_path)
     with pytest.raises(InputError, match=r"malformed binary GE dump at byte \d+"):
         load_model(path)
@@ -146,8 +147,8 @@ def test_a_malformed_attribute_fails_the_load_as_before(tmp_path):
 def test_a_repeated_key_is_read_as_a_map_reads_it(tmp_path):
     """A key encoded twice: a map keeps the last value; the lean node is decoded for it."""
     op = LeanOpDef(name="a", type="Data")
-    op.attr.add(key="k", value=_attr("first"))
-    op.attr.add(key="k", value=_attr("last"))
+    op.attr.append(encode_entry("k", _attr("first")))
+    op.attr.append(encode_entry("k", _attr("last")))
     path = _dump([op.SerializeToString()], tmp_path)
     model = load_model(path)
     assert node_attr(model.root.by_name["a"], "k") == "last"
@@ -171,3 +172,100 @@ def test_canonical_ops_read_each_attribute_at_its_place(tmp_path):
         assert [node_attr(n, k) for k in ("aipp", "aipp_config_path", "b", "_x")] == \
             [f"aipp-{i}", f"aipp_config_path-{i}", f"b-{i}", f"_x-{i}"]
         assert n._op is None
+
+
+def _raw_dump(ops: list[bytes], tmp_path: Path) -> Path:
+    """`_dump` with each op's bytes as given (`_dump` re-encodes them)."""
+    graph = b"\x0a\x01g" + b"".join(b"\x32" + _varint(len(raw)) + raw for raw in ops)
+    path = tmp_path / "raw.pb"
+    path.write_bytes(pb.ModelDef(name="m").SerializeToString() + b"\x3a" + _varint(len(graph)) + graph)
+    return path
+
+
+def _canonical(raw: bytes) -> bool:
+    return pb.OpDef.FromString(raw).SerializeToString(deterministic=True) == raw
+
+
+def _ops_for_the_canonical_test() -> dict[str, tuple[bytes, bool]]:
+    """name → (encoded op, whether the loader may call it canonical), one op for each part
+    of Note [canonical at load]."""
+    def op(name, entries=(), descs=()):
+        o = LeanOpDef(name=name, type="Data", id=7)
+        for e in entries:
+            o.attr.append(e)
+        o.output_desc.extend(descs)
+        return o.SerializeToString()
+
+    desc = pb.TensorDescriptor(name="y", dtype=pb.DT_FLOAT, layout="ND").SerializeToString(deterministic=True)
+    shape_first = pb.TensorDescriptor(layout="ND").SerializeToString() + \
+        pb.TensorDescriptor(name="y").SerializeToString()      # fields out of number order
+    unpacked = bytes([0x18, 0x02, 0x18, 0x03])                  # list.i unpacked: canonical is packed
+    unpacked_list = bytes([0x0A, len(unpacked)]) + unpacked     # AttrDef.list = 1
+    full = pb.OpDef(name="full", type="Data", id=7)
+    set_attr(full.attr, "b", "x")
+    set_attr(full.attr, "aipp", 1)
+    set_attr(full.attr, "aipp_config_path", "p")
+    full.output_desc.add().CopyFrom(pb.TensorDescriptor.FromString(desc))
+    ops = {
+        "full": (full.SerializeToString(deterministic=True), True),
+        "out_of_order": (op("out_of_order", [encode_entry("b", _attr("x")), encode_entry("a", _attr("y"))]), False),
+        "value_not_canonical": (op("value_not_canonical", [encode_entry("k", unpacked_list)]), False),
+        "empty_value": (op("empty_value", [encode_entry("k", b"x")[:-3] + b"\x12\x00"]), False),
+        "value_field_left_out": (op("value_field_left_out", [b"\n\x01k"]), False),
+        "value_before_key": (op("value_before_key", [b"\x12" + bytes([len(_attr("x"))]) + _attr("x") + b"\n\x01k"]), False),
+        "desc_not_canonical": (op("desc_not_canonical", descs=[shape_first]), False),
+        "desc": (op("desc", descs=[desc]), True),
+        "id_twice": (op("id_twice") + b"\xa8\x01\x00", False),        # the id again: the last one counts
+        "default_written": (op("default_written")[:-3] + b"\xa0\x01\x00" + op("x")[-3:], False),  # has_out_attr: false
+    }
+    return ops
+
+
+def test_the_canonical_test_at_load_is_the_full_re_encoding_where_it_says_canonical(tmp_path):
+    """Note [canonical at load]: the loader's test, made of parts, never calls an op
+    canonical that the full re-encoding is not (its save would then differ); it calls
+    each plain canonical op canonical; and every op, whatever its flag, saves as its
+    decoded op does."""
+    ops = _ops_for_the_canonical_test()
+    for name, (raw, _) in ops.items():
+        LeanOpDef.FromString(raw)       # each is a well-formed op
+    path = _raw_dump([raw for raw, _ in ops.values()], tmp_path)
+    model = load_model(path)
+    for name, (raw, may) in ops.items():
+        flag = bool(model.root.by_name[name].lflags & LEAN_CANON)
+        assert not flag or _canonical(raw), name
+        assert flag == may, name
+    assert serialize_model(model) == serialize_model(build_model(read_modeldef(path), str(path)))
+
+
+def test_the_canonical_test_agrees_with_the_full_re_encoding_on_real_dumps():
+    """On GE's dumps and a generated training step, each op's flag is exactly what the full
+    re-encoding says (the loader's test gives up only on empty attribute values, which
+    these do not have)."""
+    sources = [serialize(make_model(2000, dump_attrs=True))]
+    if _protoc_available():
+        sources += [_encode_text(p.read_bytes()) for p in sorted(ge_dumps().glob("*.txt"))]
+    for data in sources:
+        model = build_lean_model(data, "dump.pb")
+        flags = {}
+        for num, _, _, b, e in _fields(data, 0, len(data)):
+            if num != 7:
+                continue
+            gname = pb.GraphDef.FromString(data[b:e]).name
+            for n2, _, _, ob, oe in _fields(data, b, e):
+                if n2 == 6:
+                    raw = data[ob:oe]
+                    flags[(gname, LeanOpDef.FromString(raw).name)] = _canonical(raw)
+        for g in model.graph_order:
+            for n in g.node_list():
+                assert bool(n.lflags & LEAN_CANON) == flags[(g.name, n.name)], n.name
+        if data is sources[0]:
+            assert sum(flags.values()) == len(flags)        # a deterministic encoding throughout
+
+
+def test_a_malformed_descriptor_fails_at_load(tmp_path):
+    """Descriptors stay encoded in the lean op, and are still validated at load."""
+    op = LeanOpDef(name="a", type="Data")
+    op.output_desc.append(b"\x0a\x05ab")        # TensorDescriptor.name running past its end
+    with pytest.raises(InputError, match=r"malformed binary GE dump at byte \d+"):
+        load_model(_dump([op.SerializeToString()], tmp_path))

@@ -24,9 +24,10 @@ from typing import Iterable, Iterator
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
-from engine.core.attrs import attr_keys, attrs_changed
-from engine.core.lean import (LEAN_CANON, LEAN_STRIP_PEER, PEER_INDEX_ATTR, VERIFY_CACHES, LeanGraphDef,
-                              canonical_order, check_shared, lean_order, _DUPLICATE)
+from engine.core.attrs import attrs_changed
+from engine.core.lean import (LEAN_CANON, LEAN_STRIP_PEER, PEER_INDEX_ATTR, VERIFY_CACHES, LeanGraphDef, _DUPLICATE,
+                              ENTRY_KEYS, _KEY_ORDERS, check_shared, encode_entry, entry_of, key_order,
+                              lean_order, nested_canonical)
 from engine.core.gcpause import no_gc
 from engine.core.errors import InputError, Loc, Problem, display_path
 from engine.core.wire import parse_binary as wire_parse, read_varint
@@ -185,7 +186,7 @@ def _build_model(proto: pb.ModelDef, file: str) -> Model:
                                     "graph names must be unique (subgraphs are linked by name)"))
             continue
         g = Graph(gdef, model)
-        read.append(_read_nodes(g, ((op, None, 0) for op in gdef.op), model, problems))
+        read.append(_read_nodes(g, gdef.op, model, problems))
         model.add_graph(g)
     if problems:
         raise InputError(problems)
@@ -225,13 +226,15 @@ def _build_lean(data: bytes, file: str) -> Model:
         if gdef.name in model.graphs:
             raise _NotLean          # two graphs of one name: the full reader says so
         g = Graph(gdef, model)
-        read.append(_read_nodes(g, _op_runs(data, ops), model, problems))
+        read.append(_read_lean_nodes(g, _op_runs(data, ops), model, problems, data))
         model.add_graph(g)
     if problems:
         raise InputError(problems)
     return _link_model(model, read, problems)
 
 
+_ENTRY_KEY = ENTRY_KEYS.get
+_KEY_ORDER = _KEY_ORDERS.get
 _MODEL_GRAPH = 7    # ModelDef.graph
 _GRAPH_OP = 6       # GraphDef.op
 _OP_RUN = 4096      # Note [op runs]: ops parsed at a time
@@ -289,13 +292,14 @@ def _fields(data: bytes, pos: int, end: int) -> list[tuple[int, int, int, int, i
 
 
 def _op_runs(data: bytes, ops: list[tuple[int, int, int]]) -> Iterator[tuple]:
-    """(full OpDef, lean OpDef, LEAN_CANON or 0) of each op of a graph, in order.
+    """(lean OpDef, 1 when its fields re-encode to its bytes or 0, (payload start, end)) of
+    each op of a graph, in order.
 
-    Note [op runs]: the ops are parsed _OP_RUN at a time, as GraphDefs of their run of
-    bytes (consecutive op fields): the full parse checks them as the whole-file parse did
-    and is freed when the run has been read; the lean parse stays, as the nodes' state.
-    A run whose full message re-encodes (deterministic) to its own bytes has canonical ops
-    only; otherwise each op is compared on its own."""
+    Note [op runs]: the ops are parsed _OP_RUN at a time, as lean GraphDefs of their run
+    of bytes (consecutive op fields): one call into upb instead of one an op. A run whose
+    lean message re-encodes to its own bytes has ops whose fields all do; otherwise each
+    op is compared on its own (the rest of the canonical test is Note [canonical at load]
+    in engine/core/lean.py)."""
     mv = memoryview(data)
     i, count = 0, len(ops)
     while i < count:
@@ -304,21 +308,19 @@ def _op_runs(data: bytes, ops: list[tuple[int, int, int]]) -> Iterator[tuple]:
             j += 1
         run = mv[ops[i][0]:ops[j - 1][2]]
         try:
-            full = pb.GraphDef.FromString(run)
             lean = LeanGraphDef.FromString(run)
         except DecodeError:
             raise _NotLean from None
-        fo, lo = full.op, lean.op
-        if len(fo) != j - i or len(lo) != j - i:
+        lo = lean.op
+        if len(lo) != j - i:
             raise _NotLean
-        if full.SerializeToString(deterministic=True) == run:
-            for op, lop in zip(fo, lo):
-                yield op, lop, LEAN_CANON
+        if lean.SerializeToString() == run:
+            for k in range(j - i):
+                yield lo[k], 1, ops[i + k][1:]
         else:
             for k in range(j - i):
-                _, body, end = ops[i + k]
-                op = fo[k]
-                yield op, lo[k], LEAN_CANON if op.SerializeToString(deterministic=True) == mv[body:end] else 0
+                span = ops[i + k][1:]
+                yield lo[k], 1 if lo[k].SerializeToString() == mv[span[0]:span[1]] else 0, span
         i = j
 
 
@@ -332,7 +334,7 @@ def _link_model(model: Model, read: list, problems: list[Problem]) -> Model:
     return model
 
 
-def _read_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: list[Problem]) -> tuple[list, list, bool]:
+def _read_nodes(g: Graph, ops: Iterable[pb.OpDef], model: Model, problems: list[Problem]) -> tuple[list, list, bool]:
     """Make the graph's nodes and read, in the same visit of each op, what the edges and the
     subgraph links need: ([(node, input entries, peer-index values or None)] of the nodes
     with inputs, [(node, subgraph names)] of those with subgraph names), in node order, and
@@ -351,7 +353,7 @@ def _read_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: list[Pro
     inputs: list[tuple[Node, list, list | None]] = []
     subs: list[tuple[Node, list]] = []
     peer_attr = False
-    for op, lean, canon in ops:        # (OpDef, lean OpDef or None, LEAN_CANON or 0)
+    for op in ops:
         name = op.name
         if name in by_name:
             problems.append(Problem(Loc(model.source), f"graph '{g.name}' has two nodes named '{name}'",
@@ -375,19 +377,76 @@ def _read_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: list[Pro
         names = op.subgraph_name
         if names:
             subs.append((n, names[:]))
-        if lean is not None:            # Note [lean ops]: the node keeps the lean op from now on
-            ks = attr_keys(n)
-            n._op = None
-            n.lean = lean
-            n.lflags = canon | (LEAN_STRIP_PEER if vals is not None else 0)
-            if vals is not None:
-                t = tuple(vals)
-                n.lpeer = _PEER_TUPLES.setdefault(t, t) if len(_PEER_TUPLES) < 1 << 16 else t
-            if canon:                   # Note [lean ops]: a canonical op's key order, once per key set
-                n.korder = canonical_order(n, ks, vals is not None)
-                if VERIFY_CACHES and n.korder != tuple(e.key for e in lean.attr):
-                    raise AssertionError(f"node {name}: a canonical op's attributes are not in the order of "
-                                         "the first canonical op with its keys")
+    g.link_loaded(nodes)
+    if peer_attr:
+        model.emit_peer_index = True
+    return inputs, subs, peer_attr
+
+
+def _read_lean_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: list[Problem],
+                data: bytes) -> tuple[list, list, bool]:
+    """`_read_nodes` of lean ops (Note [lean ops]): (lean OpDef, its fields re-encode to
+    its bytes, its payload's span in `data`) each, from `_op_runs`. A node also gets its
+    key order, its canonical flag (Note [canonical at load]) and its peer index, which
+    stays in the lean op (LEAN_STRIP_PEER) and out of the node's view."""
+    by_name = g.by_name
+    nodes: list[Node] = []
+    inputs: list[tuple[Node, list, list | None]] = []
+    subs: list[tuple[Node, list]] = []
+    peer_attr = False
+    for lean, canon, span in ops:       # (lean OpDef, its fields re-encode to its bytes, where)
+        name = lean.name
+        if name in by_name:
+            problems.append(Problem(Loc(model.source), f"graph '{g.name}' has two nodes named '{name}'",
+                                    "node names must be unique within a graph"))
+            continue
+        # Note [lean ops]: the node keeps the lean op (`_op` stays None until decoded)
+        n = by_name[name] = Node(lean, g, name)
+        nodes.append(n)
+        n._op = None
+        n.lean = lean
+        vals = None
+        raws = lean.attr[:]             # the attribute entries' bytes
+        try:
+            if raws:
+                # Note [canonical at load]: every entry is checked (and so validated) once
+                # per distinct bytes; most are known canonical ones, read in one C loop
+                ko = tuple(map(_ENTRY_KEY, raws))
+                if None in ko:
+                    ents = [entry_of(raw) for raw in raws]
+                    ko = tuple([e[0] for e in ents])
+                    if not all([e[2] for e in ents]):
+                        canon = 0
+                # korder is _DUPLICATE when a key repeats: a map keeps the last, the node is
+                # decoded for its reads
+                n.korder, in_order = _KEY_ORDER(ko) or key_order(ko)
+                if not in_order:
+                    canon = 0
+                if PEER_INDEX_ATTR in ko:
+                    # the passes never see the peer index (a save writes it anew)
+                    vals = _peer_values(raws[len(ko) - 1 - ko[::-1].index(PEER_INDEX_ATTR)])
+                    peer_attr = True
+            if not nested_canonical(lean.input_desc, False):
+                canon = 0
+            if not nested_canonical(lean.output_desc, False):
+                canon = 0
+        except DecodeError:
+            raise _NotLean from None
+        n.lflags = (LEAN_CANON if canon else 0) | (LEAN_STRIP_PEER if vals is not None else 0)
+        n.lpeer = vals
+        if VERIFY_CACHES and canon:
+            raw = data[span[0]:span[1]]
+            if pb.OpDef.FromString(raw).SerializeToString(deterministic=True) != raw:
+                raise AssertionError(f"node {name}: the canonical test at load passed an op whose full "
+                                     "re-encoding differs from its bytes")
+        entries = lean.input[:]
+        if entries:
+            inputs.append((n, entries, vals))
+        elif not n.ins:
+            n.dirty = False             # Note [inputs as written]: none, and none written
+        names = lean.subgraph_name
+        if names:
+            subs.append((n, names[:]))
     g.link_loaded(nodes)
     if peer_attr:
         model.emit_peer_index = True
@@ -689,9 +748,9 @@ def _put_peer_index(n: Node, op, peer_pos: list[int]) -> None:
                 _PEER_BYTES[key] = raw
         ko = n.korder or lean_order(n)
         if PEER_INDEX_ATTR in ko:
-            op.attr[ko.index(PEER_INDEX_ATTR)].value = raw
+            op.attr[ko.index(PEER_INDEX_ATTR)] = encode_entry(PEER_INDEX_ATTR, raw)
         else:       # appended out of key order: no longer canonical, the save decodes it
-            op.attr.add(key=PEER_INDEX_ATTR, value=raw)
+            op.attr.append(encode_entry(PEER_INDEX_ATTR, raw))
             n.korder = None
             n.lflags &= ~LEAN_CANON
         n.lpeer = key
@@ -700,7 +759,19 @@ def _put_peer_index(n: Node, op, peer_pos: list[int]) -> None:
 
 
 _PEER_BYTES: dict[tuple, bytes] = {}
-_PEER_TUPLES: dict[tuple, tuple] = {}      # interned lpeer values (a graph has a few hundred)
+_PEER_VALUES: dict[bytes, tuple] = {}      # a peer index's entry → its values (a graph has a few hundred)
+
+
+def _peer_values(raw: bytes) -> tuple:
+    """The values of the peer index in an encoded attribute entry (interned: they are the
+    node's `lpeer`)."""
+    vals = _PEER_VALUES.get(raw)
+    if vals is None:
+        vals = tuple(pb.AttrDef.FromString(entry_of(raw)[1]).list.i)
+        if len(_PEER_VALUES) >= 1 << 16:
+            _PEER_VALUES.clear()
+        _PEER_VALUES[raw] = vals
+    return vals
 
 
 _VT_LIST_INT = pb.AttrDef.ListValue.VT_LIST_INT

@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Iterator, Mapping
 
 from engine.core.attrs import attr_def, attr_keys, attrs_changed, set_attr
-from engine.core.lean import LEAN_STRIP_PEER, _DUPLICATE, decode_lean, lean_order, shared_attr, shared_desc
+from engine.core.lean import LEAN_STRIP_PEER, _DUPLICATE, decode_lean, entry_of, lean_order, shared_attr, shared_desc
 from engine.proto import ge_ir_pb2 as pb
 
 # Note [port names]: GE's dump names ports in two parallel list attributes per side.
@@ -289,7 +289,7 @@ def _lean_port_names(n: "Node") -> _PortNames:
     if ko is _DUPLICATE:
         return port_names(n.op)
     entries = n.lean.attr
-    raw = tuple(entries[ko.index(k)].value if k in ko else None for k in (_IN_KEY, _IN_VALUE, _OUT_KEY, _OUT_VALUE))
+    raw = tuple(entry_of(entries[ko.index(k)])[1] if k in ko else None for k in (_IN_KEY, _IN_VALUE, _OUT_KEY, _OUT_VALUE))
     p = _PORT_CACHE.get(raw)
     if p is None:
         ik, iv, ok, ov = (None if r is None else shared_attr(r) for r in raw)

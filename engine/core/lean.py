@@ -4,8 +4,8 @@ Note [lean ops]: a parsed `ge.proto.OpDef` costs upb ~6 KB at the sizes of a tra
 step (12 attributes and 2-3 descriptors of 6 attributes each, ~1 KB on the wire): the
 attribute maps are hash tables of messages. A 1M-node dump parsed whole took 5.8 GB of
 a 9.2 GB peak. So a loaded node keeps a *lean* message instead: the same OpDef with its
-heavy fields left encoded — each attribute is (key, encoded AttrDef) and each tensor
-descriptor its encoded bytes — which upb parses into ~2 bytes per byte of the file.
+heavy fields left encoded — each attribute its map entry's bytes (key, encoded AttrDef)
+and each tensor descriptor its bytes — which upb parses into ~2 bytes per byte of the file.
 The node decodes its full OpDef the first time anything asks for `node.op` (a write,
 or a read the lean form cannot answer), and from then on the full op is the node's
 state; until then:
@@ -19,13 +19,14 @@ state; until then:
   descriptors goes through `node.op`, which decodes the node first. Verify mode
   (MEMCONFLICT_VERIFY_CACHES=1) checks at every save that no shared message changed.
 
-Loading keeps GE's checks: the file is still parsed as a full ModelDef, a few thousand
-ops at a time (Note [op runs]), so a malformed dump fails at load with the same message
-as before, and the full parse's memory is freed batch by batch. Each op's bytes are
-also compared with its canonical encoding (what `SerializeToString(deterministic=True)`
-writes, i.e. what a save of the decoded op would write): a save writes an undecoded
-canonical op from its lean message (its inputs, peer index and id brought up to date in
-place) and decodes only the others (Note [lean save] in engine/core/dumpio.py).
+Loading parses each op once, into its lean message only (Note [op runs] in
+engine/core/dumpio.py); the attributes' values and the descriptors are each parsed once
+per distinct bytes, so a malformed dump fails at load with the same message as before.
+The loader also tells which ops are canonical (Note [canonical at load]): their bytes
+are what `SerializeToString(deterministic=True)` of the decoded op writes, i.e. what a
+save of it would write. A save writes an undecoded canonical op from its lean message
+(its inputs, peer index and id brought up to date in place) and decodes only the others
+(Note [lean save] in engine/core/dumpio.py).
 """
 from __future__ import annotations
 
@@ -37,9 +38,10 @@ from engine.proto import ge_ir_pb2 as pb
 
 
 def _lean_classes():
-    """LeanModelDef, LeanGraphDef, LeanOpDef: ge.proto's messages with OpDef.attr as
-    repeated (key, bytes) entries and OpDef.input_desc/output_desc as repeated bytes.
-    The field numbers are GE's, so the wire format is the same."""
+    """LeanGraphDef, LeanOpDef, LeanAttrEntry: ge.proto's messages with OpDef.attr as
+    repeated bytes (each a map entry's encoding, which LeanAttrEntry reads as key and
+    encoded AttrDef) and OpDef.input_desc/output_desc as repeated bytes. The field
+    numbers are GE's, so the wire format is the same."""
     fdp = descriptor_pb2.FileDescriptorProto()
     pb.DESCRIPTOR.CopyToProto(fdp)
     old, new = "." + pb.DESCRIPTOR.package + ".", ".ge.lean."
@@ -62,19 +64,17 @@ def _lean_classes():
         if m.name != "OpDef":
             continue
         for f in m.field:
-            if f.name == "attr":
-                f.type_name = new + "LeanAttrEntry"
-            elif f.name in ("input_desc", "output_desc"):
+            if f.name in ("attr", "input_desc", "output_desc"):
                 f.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
                 f.ClearField("type_name")
         # the map's entry type stays declared (unused): nothing refers to it now
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fdp)
     get = lambda name: message_factory.GetMessageClass(pool.FindMessageTypeByName("ge.lean." + name))
-    return get("GraphDef"), get("OpDef")
+    return get("GraphDef"), get("OpDef"), get("LeanAttrEntry")
 
 
-LeanGraphDef, LeanOpDef = _lean_classes()
+LeanGraphDef, LeanOpDef, LeanAttrEntry = _lean_classes()
 
 VERIFY_CACHES = os.environ.get("MEMCONFLICT_VERIFY_CACHES") == "1"
 
@@ -136,27 +136,99 @@ _DUPLICATE = ()                         # korder of a node whose lean attributes
 def lean_order(n) -> tuple:
     """The keys of lean node `n`'s attributes in their encoded order (cached, interned);
     `_DUPLICATE` when a key repeats (a map keeps the last: the node is decoded instead)."""
-    ko = tuple([e.key for e in n.lean.attr])
+    ko = tuple([entry_of(raw)[0] for raw in n.lean.attr])
     ko = _DUPLICATE if len(set(ko)) != len(ko) else interned(_ORDERS, ko)
     n.korder = ko
     return ko
 
 
-_SORTED: dict[tuple, tuple] = {}
+# Note [canonical at load]: a save writes a canonical undecoded op from its lean message
+# (Note [lean save] in engine/core/dumpio.py), so the loader must know which ops are
+# canonical: those whose bytes are what SerializeToString(deterministic=True) of the
+# decoded op would write. Parsing every op fully to re-encode it was most of the load's
+# time and a second copy of each run of ops in memory. The test is made of parts instead,
+# each cheap: an op is canonical when
+#   - its lean message re-encodes to its own bytes (the fields outside the attributes and
+#     descriptors are upb's in both forms, and each attribute entry is key then value);
+#   - its keys are in the order a deterministic encoding writes a map with them, none
+#     twice (`key_order`, once per key order);
+#   - each attribute value and each descriptor is the canonical encoding of its message,
+#     and no value is empty: a map entry's value is always written, even empty, but the
+#     lean entry drops an empty one (`nested_canonical`, once per distinct bytes).
+# The same checks parse every nested message once per distinct bytes, so a malformed
+# attribute or descriptor fails the load as the full parse did (DecodeError).
+# MEMCONFLICT_VERIFY_CACHES=1 compares each op's verdict with the full re-encoding.
+_KEY_ORDERS: dict[tuple, tuple] = {}    # encoded key order → (korder, canonical order)
+_VALUE_OK: dict[bytes, bool] = {}
+_DESC_OK: dict[bytes, bool] = {}
 
 
-def canonical_order(n, keys: frozenset, with_peer: bool) -> tuple:
-    """The lean key order of canonical lean node `n` with attribute keys `keys` (and the
-    peer index when `with_peer`). Deterministic encoding writes a map in an order that
-    depends on its keys alone (upb's, not Python's sorted(): a key before its own
-    prefixes), so every canonical op with these keys has the order of the first one read."""
-    k = (keys, with_peer)
-    ko = _SORTED.get(k)
-    if ko is None:
-        ko = lean_order(n)
-        if ko is not _DUPLICATE and len(_SORTED) < _SHARED_MAX:
-            _SORTED[k] = ko
-    return ko
+def key_order(ko: tuple) -> tuple[tuple, bool]:
+    """(the node's `korder`: `ko` interned, or _DUPLICATE when a key repeats; whether `ko`
+    is the order a deterministic encoding writes these keys in, upb's and not Python's
+    sorted(): a key comes before its own prefixes), once per distinct order."""
+    hit = _KEY_ORDERS.get(ko)
+    if hit is None:
+        op = pb.OpDef()
+        for key in ko:
+            op.attr[key]
+        if len(op.attr) != len(ko):
+            hit = (_DUPLICATE, False)
+        else:
+            det = LeanOpDef.FromString(op.SerializeToString(deterministic=True)).attr
+            hit = (interned(_ORDERS, ko), ko == tuple([LeanAttrEntry.FromString(raw).key for raw in det]))
+        if len(_KEY_ORDERS) >= _SHARED_MAX:
+            _KEY_ORDERS.clear()
+        _KEY_ORDERS[ko] = hit
+    return hit
+
+
+def nested_canonical(raws, values: bool) -> bool:
+    """Whether every encoded AttrDef (`values`) or TensorDescriptor in `raws` is its
+    message's canonical encoding (an empty AttrDef is not: see Note [canonical at load]);
+    DecodeError when one is malformed. Every item is checked: the call validates them."""
+    table = _VALUE_OK if values else _DESC_OK
+    if all(map(table.get, raws)):
+        return True
+    cls = pb.AttrDef if values else pb.TensorDescriptor
+    ok = True
+    for raw in raws:
+        hit = table.get(raw)
+        if hit is None:
+            hit = cls.FromString(raw).SerializeToString(deterministic=True) == raw and (bool(raw) or not values)
+            if len(table) >= _SHARED_MAX:
+                table.clear()
+            table[raw] = hit
+        ok = ok and hit
+    return ok
+
+
+_ENTRIES: dict[bytes, tuple] = {}   # an attribute entry's bytes → (key, encoded value, canonical)
+ENTRY_KEYS: dict[bytes, str] = {}   # the entries known to be canonical → their key (the load's fast path)
+
+
+def entry_of(raw: bytes) -> tuple[str, bytes, bool]:
+    """(key, encoded AttrDef, whether canonical) of an encoded attribute entry, cached;
+    DecodeError when the entry or its value is malformed (the value is parsed here,
+    once per distinct entry). Canonical: the entry is key then value, both written (as
+    a map's entries always are), and the value is canonical (Note [canonical at load])."""
+    hit = _ENTRIES.get(raw)
+    if hit is None:
+        e = LeanAttrEntry.FromString(raw)
+        key, value = e.key, e.value
+        canon = nested_canonical((value,), True) and e.SerializeToString() == raw and key != ""
+        if len(_ENTRIES) >= _SHARED_MAX:
+            _ENTRIES.clear()
+            ENTRY_KEYS.clear()
+        hit = _ENTRIES[raw] = (key, value, canon)
+        if canon:
+            ENTRY_KEYS[raw] = key
+    return hit
+
+
+def encode_entry(key: str, value: bytes) -> bytes:
+    """An attribute entry's encoding as a deterministic save writes it (`value` not empty)."""
+    return LeanAttrEntry(key=key, value=value).SerializeToString()
 
 
 def lean_keys(n) -> frozenset:
@@ -176,7 +248,7 @@ def lean_attr(n, key: str) -> pb.AttrDef | None:
         return attrs[key] if key in attrs else None
     if key not in ko or (key == PEER_INDEX_ATTR and n.lflags & LEAN_STRIP_PEER):
         return None
-    return shared_attr(n.lean.attr[ko.index(key)].value)
+    return shared_attr(entry_of(n.lean.attr[ko.index(key)])[1])
 
 
 def decode_lean(lean, model, strip_peer: int) -> pb.OpDef:

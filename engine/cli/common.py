@@ -91,9 +91,10 @@ def run_graph(args, progress, setup=None, pack=None, prepare=None):
     before = graph_stats(model)
     if prepare is not None:
         prepare(ctx)
-    for k, spec in enumerate(passes, 1):   # one at a time, for the progress line
-        progress.stage(f"pass {k}/{len(passes)} {spec.id}", lambda: len(ctx.insertions))
-        run_passes(ctx, [spec])
+    with no_gc():       # Note [gc] in engine/passes/manager.py: off over the whole list
+        for k, spec in enumerate(passes, 1):   # one at a time, for the progress line
+            progress.stage(f"pass {k}/{len(passes)} {spec.id}", lambda: len(ctx.insertions))
+            run_passes(ctx, [spec])
     return ctx, before
 
 

@@ -940,12 +940,16 @@ _BATCH = 3 * 256    # Note [op batches]: pieces (three an op)
 
 def save_model(model: Model, path: str | Path) -> None:
     """Write the model as binary (.pb) or GE text; atomically (no partial file)."""
-    if is_binary_path(path):
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, model_chunks(model, path.parent))
-    else:
-        write_atomic(path, model_to_text(serialize_model(model)))
+    # Note [gc]: a save makes a few objects per node and frees them, no cycles among them;
+    # with the collector on, the first collection also walks everything the passes made
+    # (with the collector off) and a few more walk it again: 0.8-1.3 s of a 2.2 s save at 100k
+    with no_gc():
+        if is_binary_path(path):
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, model_chunks(model, path.parent))
+        else:
+            write_atomic(path, model_to_text(serialize_model(model)))
 
 
 def write_atomic(path: str | Path, data: bytes | Iterable[bytes]) -> None:

@@ -269,3 +269,35 @@ def test_a_malformed_descriptor_fails_at_load(tmp_path):
     op.output_desc.append(b"\x0a\x05ab")        # TensorDescriptor.name running past its end
     with pytest.raises(InputError, match=r"malformed binary GE dump at byte \d+"):
         load_model(_dump([op.SerializeToString()], tmp_path))
+
+
+def test_canonical_ops_are_compact_and_read_as_their_lean_ops():
+    """Note [compact ops]: after loading a training step no node holds a protobuf message
+    (each op is compact); in GE's dumps and built models (fields 22-32: input_i,
+    src_name, ...) every canonical op is compact; a compact op reads every OpDef field as
+    its lean op does, and encodes to the op's own bytes."""
+    from engine.core.lean import CompactOp, TAIL_FIELDS
+    from harness import shared_fixtures
+    step = build_lean_model(serialize(make_model(2000, dump_attrs=True)), "step.pb")
+    assert all(type(n.lean) is CompactOp for n in step.all_nodes())
+    sources = [serialize(make_model(300))]
+    built = sorted((shared_fixtures() / "ge-dumps-oam").glob("*_Build.txt"))     # none in a plain clone
+    if _protoc_available():
+        sources += [_encode_text(p.read_bytes()) for p in built + sorted(ge_dumps().glob("*.txt"))]
+    fields = ("name", "type", "input", "has_out_attr", "id", "input_desc", "output_desc", "subgraph_name") + TAIL_FIELDS
+    with_tail = 0
+    for data in sources:
+        model = build_lean_model(data, "dump.pb")
+        ops = {(g.name, op.name): op for g in pb.ModelDef.FromString(data).graph for op in g.op}
+        compact = [(g, n) for g in model.graph_order for n in g.node_list() if type(n.lean) is CompactOp]
+        assert len(compact) == sum(bool(n.lflags & LEAN_CANON) for n in model.all_nodes()) > 0
+        for g, n in compact:
+            lean_op = LeanOpDef.FromString(ops[(g.name, n.name)].SerializeToString(deterministic=True))
+            for field in fields:
+                assert list(getattr(n.lean, field)) == list(getattr(lean_op, field)) if field not in (
+                    "name", "type", "has_out_attr", "id", "stream_id") else getattr(n.lean, field) == getattr(lean_op, field), field
+            assert list(n.lean.attr) == list(lean_op.attr)
+            assert n.lean.SerializeToString() == lean_op.SerializeToString()
+            with_tail += bool(n.lean.tail)
+    if built and _protoc_available():
+        assert with_tail > 0        # the built models' ops carry fields 22-32

@@ -26,11 +26,11 @@ from google.protobuf.message import DecodeError
 
 from engine.core.attrs import attrs_changed
 from engine.core.lean import (LEAN_CANON, LEAN_STRIP_PEER, PEER_INDEX_ATTR, VERIFY_CACHES, LeanGraphDef, _DUPLICATE,
-                              ENTRY_KEYS, _KEY_ORDERS, check_shared, encode_entry, entry_of, key_order,
-                              lean_order, nested_canonical)
+                              DESC_OBJS, ENTRY_KEYS, ENTRY_OBJS, CompactOp, LeanOpDef, _KEY_ORDERS, check_shared,
+                              encode_entry, entry_of, interned, key_order, lean_order, nested_canonical, tail_of)
 from engine.core.gcpause import no_gc
 from engine.core.errors import InputError, Loc, Problem, display_path
-from engine.core.wire import parse_binary as wire_parse, read_varint
+from engine.core.wire import encode_varint as _varint, parse_binary as wire_parse, read_varint
 from engine.core.graph import Graph, Model, Node
 from engine.proto import ge_ir_pb2 as pb
 
@@ -234,6 +234,10 @@ def _build_lean(data: bytes, file: str) -> Model:
 
 
 _ENTRY_KEY = ENTRY_KEYS.get
+_ENTRY_OBJ = ENTRY_OBJS.get
+_DESC_OBJ = DESC_OBJS.get
+_DESC_TUPLES: dict[tuple, tuple] = {}      # interned descriptor tuples of compact ops
+_TAILS: dict[bytes, bytes] = {}             # ... and tails (Note [compact ops] in engine/core/lean.py)
 _KEY_ORDER = _KEY_ORDERS.get
 _MODEL_GRAPH = 7    # ModelDef.graph
 _GRAPH_OP = 6       # GraphDef.op
@@ -292,35 +296,27 @@ def _fields(data: bytes, pos: int, end: int) -> list[tuple[int, int, int, int, i
 
 
 def _op_runs(data: bytes, ops: list[tuple[int, int, int]]) -> Iterator[tuple]:
-    """(lean OpDef, 1 when its fields re-encode to its bytes or 0, (payload start, end)) of
-    each op of a graph, in order.
+    """(lean OpDef, (payload start, end)) of each op of a graph, in order.
 
     Note [op runs]: the ops are parsed _OP_RUN at a time, as lean GraphDefs of their run
-    of bytes (consecutive op fields): one call into upb instead of one an op. A run whose
-    lean message re-encodes to its own bytes has ops whose fields all do; otherwise each
-    op is compared on its own (the rest of the canonical test is Note [canonical at load]
-    in engine/core/lean.py)."""
+    of bytes (consecutive op fields): one call into upb instead of one an op. The ops
+    are read from the run's message and then let go (a node keeps a compact op, Note
+    [compact ops] in engine/core/lean.py, or a lean op of its own), so the run's memory
+    is freed once it has been read."""
     mv = memoryview(data)
     i, count = 0, len(ops)
     while i < count:
         j = i + 1
         while j < count and j - i < _OP_RUN and ops[j][0] == ops[j - 1][2]:
             j += 1
-        run = mv[ops[i][0]:ops[j - 1][2]]
         try:
-            lean = LeanGraphDef.FromString(run)
+            lo = LeanGraphDef.FromString(mv[ops[i][0]:ops[j - 1][2]]).op
         except DecodeError:
             raise _NotLean from None
-        lo = lean.op
         if len(lo) != j - i:
             raise _NotLean
-        if lean.SerializeToString() == run:
-            for k in range(j - i):
-                yield lo[k], 1, ops[i + k][1:]
-        else:
-            for k in range(j - i):
-                span = ops[i + k][1:]
-                yield lo[k], 1 if lo[k].SerializeToString() == mv[span[0]:span[1]] else 0, span
+        for k in range(j - i):
+            yield lo[k], ops[i + k][1:]
         i = j
 
 
@@ -394,18 +390,19 @@ def _read_lean_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: lis
     inputs: list[tuple[Node, list, list | None]] = []
     subs: list[tuple[Node, list]] = []
     peer_attr = False
-    for lean, canon, span in ops:       # (lean OpDef, its fields re-encode to its bytes, where)
+    mv = memoryview(data)
+    for lean, span in ops:              # (lean OpDef, where its bytes are)
         name = lean.name
         if name in by_name:
             problems.append(Problem(Loc(model.source), f"graph '{g.name}' has two nodes named '{name}'",
                                     "node names must be unique within a graph"))
             continue
-        # Note [lean ops]: the node keeps the lean op (`_op` stays None until decoded)
+        # Note [lean ops]: the node keeps its op encoded (`_op` stays None until decoded)
         n = by_name[name] = Node(lean, g, name)
         nodes.append(n)
         n._op = None
-        n.lean = lean
         vals = None
+        canon = True
         raws = lean.attr[:]             # the attribute entries' bytes
         try:
             if raws:
@@ -416,37 +413,58 @@ def _read_lean_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: lis
                     ents = [entry_of(raw) for raw in raws]
                     ko = tuple([e[0] for e in ents])
                     if not all([e[2] for e in ents]):
-                        canon = 0
+                        canon = False
                 # korder is _DUPLICATE when a key repeats: a map keeps the last, the node is
                 # decoded for its reads
                 n.korder, in_order = _KEY_ORDER(ko) or key_order(ko)
                 if not in_order:
-                    canon = 0
+                    canon = False
                 if PEER_INDEX_ATTR in ko:
                     # the passes never see the peer index (a save writes it anew)
                     vals = _peer_values(raws[len(ko) - 1 - ko[::-1].index(PEER_INDEX_ATTR)])
                     peer_attr = True
             if not nested_canonical(lean.input_desc, False):
-                canon = 0
+                canon = False
             if not nested_canonical(lean.output_desc, False):
-                canon = 0
+                canon = False
         except DecodeError:
             raise _NotLean from None
+        entries = lean.input[:]
+        names = lean.subgraph_name[:]
+        own = mv[span[0]:span[1]]
+        if canon:
+            # Note [compact ops]: the shared bytes objects (those tables hold every entry and
+            # descriptor of a canonical op, unless one was reset meanwhile)
+            attr = list(map(_ENTRY_OBJ, raws))
+            ins, outs = tuple(map(_DESC_OBJ, lean.input_desc)), tuple(map(_DESC_OBJ, lean.output_desc))
+            if None in attr or None in ins or None in outs:
+                attr, ins, outs = raws, tuple(lean.input_desc), tuple(lean.output_desc)
+            c = CompactOp(name, n.type, entries, attr, lean.has_out_attr, lean.id, b"", interned(_DESC_TUPLES, ins),
+                          interned(_DESC_TUPLES, outs), tuple(names) if names else ())
+            if c.SerializeToString() == own:
+                n.lean = c
+            elif not lean.HasField("attr_groups"):
+                c.tail = interned(_TAILS, tail_of(lean))     # GE's built models: fields 22-32
+                if c.tail and c.SerializeToString() == own:
+                    n.lean = c
+        if n.lean is None:
+            # a lean op of its own (the run's message is let go), canonical when its parts
+            # are and its fields re-encode to its bytes (a rarer field is there)
+            n.lean = lean = LeanOpDef.FromString(own)
+            canon = canon and lean.SerializeToString() == own
         n.lflags = (LEAN_CANON if canon else 0) | (LEAN_STRIP_PEER if vals is not None else 0)
         n.lpeer = vals
         if VERIFY_CACHES and canon:
-            raw = data[span[0]:span[1]]
+            raw = bytes(own)
             if pb.OpDef.FromString(raw).SerializeToString(deterministic=True) != raw:
                 raise AssertionError(f"node {name}: the canonical test at load passed an op whose full "
                                      "re-encoding differs from its bytes")
-        entries = lean.input[:]
         if entries:
             inputs.append((n, entries, vals))
         elif not n.ins:
             n.dirty = False             # Note [inputs as written]: none, and none written
-        names = lean.subgraph_name
         if names:
-            subs.append((n, names[:]))
+            subs.append((n, names))
     g.link_loaded(nodes)
     if peer_attr:
         model.emit_peer_index = True
@@ -641,18 +659,6 @@ def _link_subgraphs(model: Model, subs: dict[Graph, list], problems: list[Proble
 
 
 # ---- Model -> bytes -------------------------------------------------------------
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 _OP_TAG = _varint((6 << 3) | 2)     # GraphDef.op
 
 

@@ -6,9 +6,11 @@ attribute maps are hash tables of messages. A 1M-node dump parsed whole took 5.8
 a 9.2 GB peak. So a loaded node keeps a *lean* message instead: the same OpDef with its
 heavy fields left encoded — each attribute its map entry's bytes (key, encoded AttrDef)
 and each tensor descriptor its bytes — which upb parses into ~2 bytes per byte of the file.
-The node decodes its full OpDef the first time anything asks for `node.op` (a write,
-or a read the lean form cannot answer), and from then on the full op is the node's
-state; until then:
+A canonical op (nearly every op of a dump) goes further and keeps no message at all:
+its fields become Python objects, most of them shared (Note [compact ops]). Either kind
+is the node's `lean` op; they have the same field names. The node decodes its full
+OpDef the first time anything asks for `node.op` (a write, or a read the lean form
+cannot answer), and from then on the full op is the node's state; until then:
 
 - topology, names, types and ids are the node's own fields (the id lives in the lean
   message, which is what a save writes);
@@ -34,6 +36,7 @@ import os
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from engine.core.wire import encode_varint
 from engine.proto import ge_ir_pb2 as pb
 
 
@@ -160,7 +163,7 @@ def lean_order(n) -> tuple:
 # MEMCONFLICT_VERIFY_CACHES=1 compares each op's verdict with the full re-encoding.
 _KEY_ORDERS: dict[tuple, tuple] = {}    # encoded key order → (korder, canonical order)
 _VALUE_OK: dict[bytes, bool] = {}
-_DESC_OK: dict[bytes, bool] = {}
+_DESC_OK: dict[bytes, bytes | bool] = {}   # a canonical descriptor → its one bytes object (Note [compact ops])
 
 
 def key_order(ko: tuple) -> tuple[tuple, bool]:
@@ -185,8 +188,10 @@ def key_order(ko: tuple) -> tuple[tuple, bool]:
 
 def nested_canonical(raws, values: bool) -> bool:
     """Whether every encoded AttrDef (`values`) or TensorDescriptor in `raws` is its
-    message's canonical encoding (an empty AttrDef is not: see Note [canonical at load]);
-    DecodeError when one is malformed. Every item is checked: the call validates them."""
+    message's canonical encoding (an empty one is not taken as such: an empty AttrDef as
+    Note [canonical at load] says, an empty descriptor because the table below holds a
+    canonical descriptor's bytes, and those would read as false); DecodeError when one is
+    malformed. Every item is checked: the call validates them."""
     table = _VALUE_OK if values else _DESC_OK
     if all(map(table.get, raws)):
         return True
@@ -195,16 +200,18 @@ def nested_canonical(raws, values: bool) -> bool:
     for raw in raws:
         hit = table.get(raw)
         if hit is None:
-            hit = cls.FromString(raw).SerializeToString(deterministic=True) == raw and (bool(raw) or not values)
+            hit = bool(raw) and cls.FromString(raw).SerializeToString(deterministic=True) == raw
             if len(table) >= _SHARED_MAX:
                 table.clear()
-            table[raw] = hit
-        ok = ok and hit
+            table[raw] = hit if values or not hit else raw
+        ok = ok and bool(hit)
     return ok
 
 
 _ENTRIES: dict[bytes, tuple] = {}   # an attribute entry's bytes → (key, encoded value, canonical)
 ENTRY_KEYS: dict[bytes, str] = {}   # the entries known to be canonical → their key (the load's fast path)
+ENTRY_OBJS: dict[bytes, bytes] = {}     # ... → their one bytes object (Note [compact ops])
+DESC_OBJS = _DESC_OK
 
 
 def entry_of(raw: bytes) -> tuple[str, bytes, bool]:
@@ -220,15 +227,113 @@ def entry_of(raw: bytes) -> tuple[str, bytes, bool]:
         if len(_ENTRIES) >= _SHARED_MAX:
             _ENTRIES.clear()
             ENTRY_KEYS.clear()
+            ENTRY_OBJS.clear()
         hit = _ENTRIES[raw] = (key, value, canon)
         if canon:
             ENTRY_KEYS[raw] = key
+            ENTRY_OBJS[raw] = raw
     return hit
 
 
 def encode_entry(key: str, value: bytes) -> bytes:
     """An attribute entry's encoding as a deterministic save writes it (`value` not empty)."""
     return LeanAttrEntry(key=key, value=value).SerializeToString()
+
+
+# Note [compact ops]: a canonical op with none of OpDef's rarer fields (nearly every op of
+# a dump) keeps no protobuf message at all: its fields are Python objects, most of them
+# shared — each attribute entry and descriptor is one bytes object for every op that has
+# the same bytes, the name and type are the node's own strings. A parsed lean message
+# cost upb ~2.1 KB per op of a training step (it copies every entry and descriptor into
+# the op's arena, and a run's arena lives as long as any of its ops); a compact op is
+# ~0.4 KB. `CompactOp` has the lean message's field names, so whatever reads a lean op
+# reads it alike, and `SerializeToString` writes the canonical encoding, field by field
+# as upb does. The loader makes an op compact only when that encoding is the op's own
+# bytes, which also proves the op has no other field (each would have added bytes).
+_NO_FIELDS = LeanOpDef()
+_LEN = [encode_varint(k) for k in range(1 << 14)]   # the length prefixes of nearly all pieces
+# OpDef's fields 22-32 (stream_id ... is_input_const), which GE's built models carry and
+# dumps mostly do not: a compact op keeps their encoding as one bytes object
+TAIL_FIELDS = ("stream_id", "input_name", "src_name", "src_index", "dst_name", "dst_index", "input_i",
+               "output_i", "workspace", "workspace_bytes", "is_input_const")
+
+
+class CompactOp:
+    """A canonical op as Python objects (Note [compact ops]): name, type, inputs, the
+    attribute entries' bytes, has_out_attr, id, the descriptors' bytes and subgraph names
+    as fields, and fields 22-32 as their encoding (`tail`, usually empty)."""
+    __slots__ = ("name", "type", "input", "attr", "has_out_attr", "id", "tail", "input_desc", "output_desc",
+                 "subgraph_name")
+
+    def __init__(self, name: str, type: str, input: list, attr: list, has_out_attr: bool, id: int, tail: bytes,
+                 input_desc: tuple, output_desc: tuple, subgraph_name: tuple):
+        self.name, self.type, self.input, self.attr = name, type, input, attr
+        self.has_out_attr, self.id, self.tail = has_out_attr, id, tail
+        self.input_desc, self.output_desc, self.subgraph_name = input_desc, output_desc, subgraph_name
+
+    def __getattr__(self, field: str):
+        """A field a compact op holds no object for: from `tail`, or the default."""
+        if field in TAIL_FIELDS and self.tail:
+            return getattr(LeanOpDef.FromString(self.tail), field)
+        return getattr(_NO_FIELDS, field)
+
+    def SerializeToString(self) -> bytes:
+        """The canonical encoding: fields in number order, as upb writes a LeanOpDef."""
+        parts: list[bytes] = []
+        put = parts.append
+        for tag, text in ((b"\x0a", self.name), (b"\x12", self.type)):
+            if text:
+                put(_framed(tag, text.encode()))
+        for text in self.input:
+            put(_framed(b"\x2a", text.encode()))
+        put(_framed_all(_FRAMED_ATTR, b"\x52", self.attr))
+        if self.has_out_attr:
+            put(b"\xa0\x01\x01")
+        if self.id:
+            put(b"\xa8\x01")
+            put(encode_varint(self.id))
+        put(self.tail)
+        put(_framed_all(_FRAMED_IN, b"\x8a\x02", self.input_desc))
+        put(_framed_all(_FRAMED_OUT, b"\x92\x02", self.output_desc))
+        for text in self.subgraph_name:
+            put(_framed(b"\x9a\x02", text.encode()))
+        return b"".join(parts)
+
+
+def _framed(tag: bytes, raw: bytes) -> bytes:
+    """A length-delimited field: tag, length, bytes."""
+    k = len(raw)
+    return tag + (_LEN[k] if k < 1 << 14 else encode_varint(k)) + raw
+
+
+# the framed fields of the shared entries and descriptors, made once each (one join an op)
+_FRAMED_ATTR: dict[bytes, bytes] = {}
+_FRAMED_IN: dict[bytes, bytes] = {}
+_FRAMED_OUT: dict[bytes, bytes] = {}
+
+
+def _framed_all(table: dict, tag: bytes, items) -> bytes:
+    try:
+        return b"".join(map(table.__getitem__, items))
+    except KeyError:
+        if len(table) >= _SHARED_MAX:
+            table.clear()
+        for raw in items:
+            if raw not in table:
+                table[raw] = _framed(tag, raw)
+        return b"".join(map(table.__getitem__, items))
+
+
+def tail_of(lean) -> bytes:
+    """The encoding of a lean op's fields 22-32 (see CompactOp)."""
+    t = LeanOpDef()
+    for field in TAIL_FIELDS:
+        value = getattr(lean, field)
+        if field == "stream_id":
+            t.stream_id = value
+        elif value:
+            getattr(t, field).extend(value)
+    return t.SerializeToString()
 
 
 def lean_keys(n) -> frozenset:

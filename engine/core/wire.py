@@ -29,6 +29,20 @@ def read_varint(data: bytes, pos: int, end: int) -> tuple[int | None, int]:
     return None, pos
 
 
+def encode_varint(n: int) -> bytes:
+    """The varint encoding of `n` (an int64 below zero as its 64-bit two's complement)."""
+    n &= 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
 _LENGTH_TYPES = {FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES, FieldDescriptor.TYPE_MESSAGE,
                  FieldDescriptor.TYPE_GROUP}
 _FIXED = {FieldDescriptor.TYPE_FIXED32: 4, FieldDescriptor.TYPE_SFIXED32: 4, FieldDescriptor.TYPE_FLOAT: 4,

@@ -201,7 +201,7 @@ def brute_force(model) -> dict:
             x = stack.pop()
             if x is b:
                 return True
-            for s in [p.node for o in x.outs for p in o.peers] + x.out_ctrl:
+            for s in [p.node for o in x.outs for p in o.peers] + list(x.out_ctrl):
                 if s not in seen:
                     seen.add(s)
                     stack.append(s)

@@ -119,8 +119,8 @@ def test_insert_between_keeps_control_edges_insert_before_moves_them(tmp_path):
     m = ctx.model
     addr = find(m, "data_MemcpyAddrAsync_0")
     ident = find(m, "ar_HcclMemcpyPass_Identity0")
-    assert [p.name for p in find(m, "merge").in_ctrl] == ["gate"] and addr.in_ctrl == []
-    assert find(m, "ar").in_ctrl == [] and [p.name for p in ident.in_ctrl] == ["gate"]
+    assert [p.name for p in find(m, "merge").in_ctrl] == ["gate"] and list(addr.in_ctrl) == []
+    assert list(find(m, "ar").in_ctrl) == [] and [p.name for p in ident.in_ctrl] == ["gate"]
     # both sit right after their producer (ComputeGraph::InsertNode); the Identity shares c's id
     order = [n.name for n in m.root.nodes()]
     assert order.index("data_MemcpyAddrAsync_0") == order.index("data") + 1

@@ -146,7 +146,7 @@ def test_moving_a_hubs_edges_in_order_does_linear_work(size, eq_calls):
     idents = [surgery.insert_before(t.ins[0], pb.OpDef(name=f"id{t.name}", type="Identity")) for t in targets]
     assert eq_calls.n <= 16 * size, eq_calls.n
     assert hub.outs[0].peers == [i.ins[0] for i in idents]
-    assert hub.out_ctrl == idents and all(t.in_ctrl == [] and i.in_ctrl == [hub] for t, i in zip(targets, idents))
+    assert hub.out_ctrl == idents and all(list(t.in_ctrl) == [] and i.in_ctrl == [hub] for t, i in zip(targets, idents))
 
 
 def test_hinted_search_finds_what_list_index_finds():

@@ -31,7 +31,7 @@ from engine.core.lean import (LEAN_CANON, LEAN_STRIP_PEER, PEER_INDEX_ATTR, VERI
 from engine.core.gcpause import no_gc
 from engine.core.errors import InputError, Loc, Problem, display_path
 from engine.core.wire import encode_varint as _varint, parse_binary as wire_parse, read_varint
-from engine.core.graph import Graph, Model, Node
+from engine.core.graph import Graph, Model, Node, input_entries
 from engine.proto import ge_ir_pb2 as pb
 
 _PROTO_ROOT = Path(__file__).resolve().parent.parent.parent     # holds engine/proto/
@@ -548,8 +548,12 @@ def _build_edges(g: Graph, inputs: list, in_order: bool, model: Model, problems:
                 if n not in src.out_ctrl_set:
                     if not src.out_ctrl_set:
                         src.out_ctrl_set = set()    # Note [shared empties] in engine/core/graph.py
+                        src.out_ctrl = []
                     src.out_ctrl_set.add(n)
-                    n.in_ctrl.append(src)
+                    if n.in_ctrl:
+                        n.in_ctrl.append(src)
+                    else:
+                        n.in_ctrl = [src]
                     dsts = pending_ctrl.get(src)
                     if dsts is not None:
                         dsts.append((key, seq, n))
@@ -590,6 +594,8 @@ def _build_edges(g: Graph, inputs: list, in_order: bool, model: Model, problems:
             slot += 1
         if as_written and slot == len(ins):
             n.dirty = False
+            if type(n.lean) is CompactOp:
+                n.lean.input = None     # Note [compact inputs]
     # Note [edge sort]: `seq` is unique within a graph, so sorting the (key, seq, dst)
     # tuples themselves orders by (key, seq) and never compares two destinations; each
     # destination slot is filed once, so it has no peer yet (surgery.link's unlink and
@@ -683,40 +689,17 @@ class _Positions:
 
 def _rewrite_inputs(n: Node, positions: _Positions | None, op) -> None:
     """Write the node's input entries (and peer index) into `op`: its OpDef, or its lean
-    op (Note [lean save])."""
-    entries: list[str] = []
-    peer_pos: list[int] = []
-    put, put_pos = entries.append, peer_pos.append
-    for a in n.ins:
-        src = a.peer
-        if src is None:
-            put("")
-            put_pos(-1)
-        else:
-            put(f"{src.node.name}:{src.idx}")
-            if positions is None:
-                put_pos(-1)
-            else:
-                peers = src.peers       # short lists: a scan beats a map (see _Positions)
-                put_pos(peers.index(a) if len(peers) <= 8 else positions.of(src, peers, a))
-    # trailing unconnected slots beyond the descriptors are not written
-    if entries and entries[-1] == "":
-        while entries and entries[-1] == "" and len(entries) > len(op.input_desc):
-            entries.pop()
-            peer_pos.pop()
-    for p in n.in_ctrl:
-        entries.append(f"{p.name}:-1")
-        if positions is None:
-            peer_pos.append(-1)
-        else:
-            succ = p.out_ctrl
-            peer_pos.append(succ.index(n) if len(succ) <= 8 else positions.of(p, succ, n))
+    op (Note [lean save]); a compact op whose entries were let go (Note [compact inputs])
+    gets them back here."""
+    entries = input_entries(n)
     inputs = op.input
-    if inputs[:] != entries:        # an unchanged list is not rewritten (the arena keeps old strings)
+    if inputs is None:
+        op.input = entries
+    elif inputs[:] != entries:      # an unchanged list is not rewritten (the arena keeps old strings)
         del inputs[:]
         inputs.extend(entries)
     if positions is not None:
-        _put_peer_index(n, op, peer_pos)
+        _put_peer_index(n, op, _peer_positions(n, positions, len(entries) - len(n.in_ctrl)))
 
 
 def _put_peer_index(n: Node, op, peer_pos: list[int]) -> None:
@@ -785,21 +768,27 @@ _VT_LIST_INT = pb.AttrDef.ListValue.VT_LIST_INT
 
 def _write_peer_index(n: Node, positions: _Positions, op) -> None:
     """`_rewrite_inputs` of a node whose OpDef.input is what it would write (`dirty` is
-    False, Note [inputs as written]): only the peer index, every in-anchor's in order,
-    then the control predecessors'."""
+    False, Note [inputs as written]): only the peer index."""
+    _put_peer_index(n, op, _peer_positions(n, positions, len(n.ins)))
+
+
+def _peer_positions(n: Node, positions: _Positions, slots: int) -> list[int]:
+    """The peer index: the first `slots` in-anchors' places in their sources' peer lists
+    (-1 when unconnected), then the control predecessors' in their successor lists."""
     peer_pos: list[int] = []
     put = peer_pos.append
-    for a in n.ins:
+    ins = n.ins
+    for a in (ins if slots == len(ins) else ins[:slots]):
         src = a.peer
         if src is None:
             put(-1)
         else:
-            peers = src.peers
+            peers = src.peers       # short lists: a scan beats a map (see _Positions)
             put(peers.index(a) if len(peers) <= 8 else positions.of(src, peers, a))
     for p in n.in_ctrl:
         succ = p.out_ctrl
         put(succ.index(n) if len(succ) <= 8 else positions.of(p, succ, n))
-    _put_peer_index(n, op, peer_pos)
+    return peer_pos
 
 
 def serialize_model(model: Model) -> bytes:
@@ -910,7 +899,7 @@ def _serialize_graph(g: Graph, emit_peer_index: bool, out: _Held) -> None:
             op = n.op           # a key repeated in its lean attributes: decoded (lean_order)
         target = op if op is not None else n.lean
         dirty = n.dirty
-        if dirty:
+        if dirty or target.input is None:       # Note [compact inputs]: entries made anew
             _rewrite_inputs(n, positions, target)
         elif emit_peer_index:
             if dirty is None:

@@ -123,11 +123,12 @@ class Node:
             self.outs: list[OutAnchor] = [OutAnchor(self, 0)]
         else:
             self.outs = [OutAnchor(self, i) for i in range(k)] if k else []
-        self.in_ctrl: list[Node] = []
-        self.out_ctrl: list[Node] = []
-        # Note [shared empties]: most nodes have no control successor and no subgraph; they
-        # share one empty frozenset / tuple (an empty set is 216 bytes) until the first edit
-        # (engine.surgery.link_ctrl, the loader), which gives the node its own set / list
+        # Note [shared empties]: most nodes have no control edge and no subgraph; they share
+        # one empty tuple / frozenset (an empty list is 56 bytes, an empty set 216) until the
+        # first edit (engine.surgery.link_ctrl, the loader), which gives the node its own
+        # list / set; readers only iterate, index, count or test them
+        self.in_ctrl: list[Node] | tuple = ()
+        self.out_ctrl: list[Node] | tuple = ()
         self.out_ctrl_set: set[Node] | frozenset = _NO_NODES     # membership of out_ctrl
         self.subgraphs: list[Graph | None] | tuple = ()       # by subgraph index; None = empty name
         self.prev: Node | None = None
@@ -158,7 +159,10 @@ class Node:
         self.lean = self.korder = None
 
     def _decode(self) -> pb.OpDef:
-        op = self._op = decode_lean(self.lean, self.graph.model, self.lflags & LEAN_STRIP_PEER)
+        lean = self.lean
+        if lean.input is None:          # Note [compact inputs]
+            lean.input = input_entries(self)
+        op = self._op = decode_lean(lean, self.graph.model, self.lflags & LEAN_STRIP_PEER)
         self.lean = self.korder = None
         for a in self.ins:
             a._desc = None
@@ -281,6 +285,26 @@ def port_names(op: pb.OpDef) -> _PortNames:
         if len(_PORT_CACHE) < _PORT_CACHE_MAX:
             _PORT_CACHE[key] = p
     return p
+
+
+def input_entries(n: "Node") -> list[str]:
+    """OpDef.input as a save writes it from the node's edges: "src:idx" for each in-anchor
+    ("" when unconnected; trailing unconnected slots beyond the descriptors left out),
+    then "src:-1" for each control predecessor.
+
+    Note [compact inputs]: a loaded node whose entries are exactly these (`dirty` is
+    False, Note [inputs as written] in engine/core/dumpio.py) and whose op is compact
+    lets its entries go (`input` is None: ~170 bytes a node of a training step); the
+    save and the decoding make them anew from the edges, which have not changed (any
+    edge change marks the node dirty, and no node is renamed)."""
+    entries = [("" if a.peer is None else f"{a.peer.node.name}:{a.peer.idx}") for a in n.ins]
+    if entries and entries[-1] == "":
+        k = n.desc_count()
+        while entries and entries[-1] == "" and len(entries) > k:
+            entries.pop()
+    for p in n.in_ctrl:
+        entries.append(f"{p.name}:-1")
+    return entries
 
 
 def _lean_port_names(n: "Node") -> _PortNames:

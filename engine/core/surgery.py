@@ -96,10 +96,14 @@ def replace_peer(src: OutAnchor, old: InAnchor, new: InAnchor) -> None:
 def link_ctrl(a: Node, b: Node) -> None:
     if b in a.out_ctrl_set:
         return
+    if not a.out_ctrl:
+        a.out_ctrl = []             # Note [shared empties] in engine/core/graph.py
     a.out_ctrl.append(b)
     if not a.out_ctrl_set:
-        a.out_ctrl_set = set()      # Note [shared empties] in engine/core/graph.py
+        a.out_ctrl_set = set()
     a.out_ctrl_set.add(b)
+    if not b.in_ctrl:
+        b.in_ctrl = []
     b.in_ctrl.append(a)
     b.dirty = True
 

@@ -53,11 +53,13 @@ def measure(path: Path, options: dict[str, str]) -> dict:
     # peak, and ru_maxrss would keep it as this process's
     parse = bare_parse(path)
     wall0 = time.perf_counter()
+    rss0 = _rss()
     t0 = clock()
     with no_gc():           # as the CLI loads: the model frozen before the collector is back on
         model = load_model(path)
         gc.freeze()
     stages.append(("load", clock() - t0))
+    load_rss = _rss() - rss0
     nodes = model.node_count()
     ctx = RunContext(pack, model, dict(options))
     t0 = clock()
@@ -78,7 +80,14 @@ def measure(path: Path, options: dict[str, str]) -> dict:
     out.unlink()
     out.parent.rmdir()
     return {"nodes": nodes, "after": model.node_count(), "inserted": len(ctx.insertions),
-            "stages": stages, "parse": parse, "wall": wall, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+            "stages": stages, "parse": parse, "wall": wall, "load_rss": load_rss,
+            "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
+def _rss() -> int:
+    """This process's resident set now, in bytes (Linux)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def bare_parse(path: Path) -> float:
@@ -119,6 +128,11 @@ def table(results: list[dict]) -> str:
     rows.append(["peak RSS (MiB)"] + [f"{m / 2**20:.0f}" for m in rss] +
                 [_exponent(a, ma, b, mb) for a, b, ma, mb in zip(sizes, sizes[1:], rss, rss[1:])])
     rows.append(["file (MiB)"] + [f"{r['file_size'] / 2**20:.0f}" for r in results] + [""] * (len(sizes) - 1))
+    # deliverable 2's measure: what loading adds to the resident set beyond the file's size, a node
+    rows.append(["RSS added by the load (MiB)"] + [f"{r['load_rss'] / 2**20:.0f}" for r in results]
+                + [""] * (len(sizes) - 1))
+    rows.append(["load RSS beyond the file (B/node)"] + [f"{(r['load_rss'] - r['file_size']) / r['nodes']:.0f}"
+                                                      for r in results] + [""] * (len(sizes) - 1))
     rows.append(["nodes after"] + [str(r["after"]) for r in results] + [""] * (len(sizes) - 1))
     widths = [max(len(str(row[c])) for row in [head] + rows) for c in range(len(head))]
     lines = ["  ".join(str(x).ljust(w) if c == 0 else str(x).rjust(w) for c, (x, w) in enumerate(zip(row, widths)))

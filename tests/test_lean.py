@@ -307,3 +307,21 @@ def test_canonical_ops_are_compact_and_read_as_their_lean_ops():
             with_tail += bool(n.lean.tail)
     if built and _protoc_available():
         assert with_tail > 0        # the built models' ops carry fields 22-32
+
+
+@pytest.mark.parametrize("op_id", [0, 1, 127, 128, 16383, 16384, 2 ** 21 - 1, 2 ** 21, 2 ** 40, -1])
+def test_a_compact_op_encodes_as_upb_encodes_its_lean_op(op_id):
+    """CompactOp.SerializeToString is upb's encoding of the same fields, at the varint
+    sizes' edges (ids of one to ten bytes), with empty and non-ASCII strings."""
+    from engine.core.lean import CompactOp
+    fields = dict(name="n\u00e9", type="T", input=["a:0", "", "b:-1"], attr=[encode_entry("k", _attr("v"))],
+                  has_out_attr=True, id=op_id, input_desc=[b"\x0a\x01y"], output_desc=[b"x" * 200],
+                  subgraph_name=["s"])
+    lean_op = LeanOpDef(**fields)
+    compact = CompactOp(fields["name"], "T", fields["input"], fields["attr"], True, op_id, b"",
+                        tuple(fields["input_desc"]), tuple(fields["output_desc"]), ("s",))
+    assert compact.SerializeToString() == lean_op.SerializeToString()
+    tail = LeanOpDef(stream_id=3, input_i=[1, 2], is_input_const=[True]).SerializeToString()
+    compact.tail = tail
+    lean_op.MergeFromString(tail)
+    assert compact.SerializeToString() == lean_op.SerializeToString()

@@ -279,22 +279,31 @@ class CompactOp:
 
     def SerializeToString(self) -> bytes:
         """The canonical encoding: fields in number order, as upb writes a LeanOpDef."""
+        lens = _LEN
         parts: list[bytes] = []
         put = parts.append
         for tag, text in ((b"\x0a", self.name), (b"\x12", self.type)):
             if text:
-                put(_framed(tag, text.encode()))
+                raw = text.encode()
+                k = len(raw)
+                put(tag + (lens[k] if k < 1 << 14 else encode_varint(k)) + raw)
         for text in self.input:
-            put(_framed(b"\x2a", text.encode()))
-        put(_framed_all(_FRAMED_ATTR, b"\x52", self.attr))
+            raw = text.encode()
+            k = len(raw)
+            put(b"\x2a" + (lens[k] if k < 1 << 14 else encode_varint(k)) + raw)
+        if self.attr:
+            put(_framed_all(_FRAMED_ATTR, b"\x52", self.attr))
         if self.has_out_attr:
             put(b"\xa0\x01\x01")
-        if self.id:
-            put(b"\xa8\x01")
-            put(encode_varint(self.id))
+        i = self.id
+        if i:
+            put(b"\xa8\x01" + (lens[i] if 0 < i < 1 << 14 else bytes((i & 0x7F | 0x80, i >> 7 & 0x7F | 0x80, i >> 14))
+                                 if 0 < i < 1 << 21 else encode_varint(i)))
         put(self.tail)
-        put(_framed_all(_FRAMED_IN, b"\x8a\x02", self.input_desc))
-        put(_framed_all(_FRAMED_OUT, b"\x92\x02", self.output_desc))
+        if self.input_desc:
+            put(_framed_all(_FRAMED_IN, b"\x8a\x02", self.input_desc))
+        if self.output_desc:
+            put(_framed_all(_FRAMED_OUT, b"\x92\x02", self.output_desc))
         for text in self.subgraph_name:
             put(_framed(b"\x9a\x02", text.encode()))
         return b"".join(parts)

@@ -352,8 +352,7 @@ def _read_nodes(g: Graph, ops: Iterable[pb.OpDef], model: Model, problems: list[
     for op in ops:
         name = op.name
         if name in by_name:
-            problems.append(Problem(Loc(model.source), f"graph '{g.name}' has two nodes named '{name}'",
-                                    "node names must be unique within a graph"))
+            problems.append(_two_nodes_named(g, name, model))
             continue
         n = by_name[name] = Node(op, g, name)
         nodes.append(n)
@@ -379,12 +378,17 @@ def _read_nodes(g: Graph, ops: Iterable[pb.OpDef], model: Model, problems: list[
     return inputs, subs, peer_attr
 
 
+def _two_nodes_named(g: Graph, name: str, model: Model) -> Problem:
+    return Problem(Loc(model.source), f"graph '{g.name}' has two nodes named '{name}'",
+                   "node names must be unique within a graph")
+
+
 def _read_lean_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: list[Problem],
-                data: bytes) -> tuple[list, list, bool]:
-    """`_read_nodes` of lean ops (Note [lean ops]): (lean OpDef, its fields re-encode to
-    its bytes, its payload's span in `data`) each, from `_op_runs`. A node also gets its
-    key order, its canonical flag (Note [canonical at load]) and its peer index, which
-    stays in the lean op (LEAN_STRIP_PEER) and out of the node's view."""
+                     data: bytes) -> tuple[list, list, bool]:
+    """`_read_nodes` of lean ops (Note [lean ops]): (lean OpDef, its payload's span in
+    `data`) each, from `_op_runs`. A node also gets its key order, its canonical flag
+    (Note [canonical at load]), a compact op where it can (Note [compact ops]) and its
+    peer index, which stays in the op (LEAN_STRIP_PEER) and out of the node's view."""
     by_name = g.by_name
     nodes: list[Node] = []
     inputs: list[tuple[Node, list, list | None]] = []
@@ -394,8 +398,7 @@ def _read_lean_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: lis
     for lean, span in ops:              # (lean OpDef, where its bytes are)
         name = lean.name
         if name in by_name:
-            problems.append(Problem(Loc(model.source), f"graph '{g.name}' has two nodes named '{name}'",
-                                    "node names must be unique within a graph"))
+            problems.append(_two_nodes_named(g, name, model))
             continue
         # Note [lean ops]: the node keeps its op encoded (`_op` stays None until decoded)
         n = by_name[name] = Node(lean, g, name)

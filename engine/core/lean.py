@@ -151,8 +151,10 @@ def lean_order(n) -> tuple:
 # decoded op would write. Parsing every op fully to re-encode it was most of the load's
 # time and a second copy of each run of ops in memory. The test is made of parts instead,
 # each cheap: an op is canonical when
-#   - its lean message re-encodes to its own bytes (the fields outside the attributes and
-#     descriptors are upb's in both forms, and each attribute entry is key then value);
+#   - its fields are encoded as upb writes them: its compact op's encoding (Note [compact
+#     ops]) is its own bytes, or else (a rarer field is there) its lean message's re-encoding
+#     is (the fields outside the attributes and descriptors are upb's in both forms, and
+#     each attribute entry is key then value);
 #   - its keys are in the order a deterministic encoding writes a map with them, none
 #     twice (`key_order`, once per key order);
 #   - each attribute value and each descriptor is the canonical encoding of its message,
@@ -160,7 +162,9 @@ def lean_order(n) -> tuple:
 #     lean entry drops an empty one (`nested_canonical`, once per distinct bytes).
 # The same checks parse every nested message once per distinct bytes, so a malformed
 # attribute or descriptor fails the load as the full parse did (DecodeError).
-# MEMCONFLICT_VERIFY_CACHES=1 compares each op's verdict with the full re-encoding.
+# MEMCONFLICT_VERIFY_CACHES=1 checks every op called canonical against the full
+# re-encoding (the test may call a canonical op not canonical: it is then decoded to be
+# saved, which writes the same bytes).
 _KEY_ORDERS: dict[tuple, tuple] = {}    # encoded key order → (korder, canonical order)
 _VALUE_OK: dict[bytes, bool] = {}
 _DESC_OK: dict[bytes, bytes | bool] = {}   # a canonical descriptor → its one bytes object (Note [compact ops])
@@ -251,6 +255,7 @@ def encode_entry(key: str, value: bytes) -> bytes:
 # as upb does. The loader makes an op compact only when that encoding is the op's own
 # bytes, which also proves the op has no other field (each would have added bytes).
 _NO_FIELDS = LeanOpDef()
+_OP_FIELDS = frozenset(f.name for f in LeanOpDef.DESCRIPTOR.fields)
 _LEN = [encode_varint(k) for k in range(1 << 14)]   # the length prefixes of nearly all pieces
 # OpDef's fields 22-32 (stream_id ... is_input_const), which GE's built models carry and
 # dumps mostly do not: a compact op keeps their encoding as one bytes object
@@ -272,7 +277,10 @@ class CompactOp:
         self.input_desc, self.output_desc, self.subgraph_name = input_desc, output_desc, subgraph_name
 
     def __getattr__(self, field: str):
-        """A field a compact op holds no object for: from `tail`, or the default."""
+        """An OpDef field a compact op holds no object for: from `tail`, or the default
+        (any other name is missing, as on any object: copy and pickle ask for some)."""
+        if field not in _OP_FIELDS:
+            raise AttributeError(field)
         if field in TAIL_FIELDS and self.tail:
             return getattr(LeanOpDef.FromString(self.tail), field)
         return getattr(_NO_FIELDS, field)

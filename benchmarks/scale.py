@@ -72,6 +72,7 @@ def measure(path: Path, options: dict[str, str]) -> dict:
             run_passes(ctx, [spec])
             seen[spec.id] = seen.get(spec.id, 0) + 1
             stages.append((spec.id + (f"#{seen[spec.id]}" if seen[spec.id] > 1 else ""), clock() - t0))
+        gc.freeze()         # as the CLI does after the passes
     out = Path(tempfile.mkdtemp(prefix="memconflict-scale-")) / "out.pb"
     t0 = clock()
     save_model(model, out)
@@ -79,9 +80,15 @@ def measure(path: Path, options: dict[str, str]) -> dict:
     wall = time.perf_counter() - wall0
     out.unlink()
     out.parent.rmdir()
-    return {"nodes": nodes, "after": model.node_count(), "inserted": len(ctx.insertions),
-            "stages": stages, "parse": parse, "wall": wall, "load_rss": load_rss,
-            "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    result = {"nodes": nodes, "after": model.node_count(), "inserted": len(ctx.insertions),
+              "stages": stages, "parse": parse, "wall": wall, "load_rss": load_rss,
+              "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    # as a batch run does after each graph: the frozen graph is let go before the next size
+    # (its node-anchor cycles need the collector), so it is not part of the next one's peak
+    del model, ctx
+    gc.unfreeze()
+    gc.collect()
+    return result
 
 
 def _rss() -> int:

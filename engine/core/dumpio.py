@@ -395,6 +395,8 @@ def _read_lean_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: lis
     subs: list[tuple[Node, list]] = []
     peer_attr = False
     mv = memoryview(data)
+    # the loop's head is _read_nodes' on purpose: a shared helper would be one more call an
+    # op on the load's hottest loop
     for lean, span in ops:              # (lean OpDef, where its bytes are)
         name = lean.name
         if name in by_name:

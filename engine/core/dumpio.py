@@ -771,12 +771,6 @@ def _peer_values(raw: bytes) -> tuple:
 _VT_LIST_INT = pb.AttrDef.ListValue.VT_LIST_INT
 
 
-def _write_peer_index(n: Node, positions: _Positions, op) -> None:
-    """`_rewrite_inputs` of a node whose OpDef.input is what it would write (`dirty` is
-    False, Note [inputs as written]): only the peer index."""
-    _put_peer_index(n, op, _peer_positions(n, positions, len(n.ins)))
-
-
 def _peer_positions(n: Node, positions: _Positions, slots: int) -> list[int]:
     """The peer index: the first `slots` in-anchors' places in their sources' peer lists
     (-1 when unconnected), then the control predecessors' in their successor lists."""
@@ -910,7 +904,8 @@ def _serialize_graph(g: Graph, emit_peer_index: bool, out: _Held) -> None:
             if dirty is None:
                 _rewrite_inputs(n, positions, target)
             else:
-                _write_peer_index(n, positions, target)     # Note [inputs as written]
+                # Note [inputs as written]: the entries are what a rewrite writes: only the peer index
+                _put_peer_index(n, target, _peer_positions(n, positions, len(n.ins)))
         if op is not None:
             payload = op.SerializeToString(deterministic=True)
         else:

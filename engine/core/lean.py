@@ -167,7 +167,7 @@ def lean_order(n) -> tuple:
 # saved, which writes the same bytes).
 _KEY_ORDERS: dict[tuple, tuple] = {}    # encoded key order → (korder, canonical order)
 _VALUE_OK: dict[bytes, bool] = {}
-_DESC_OK: dict[bytes, bytes | bool] = {}   # a canonical descriptor → its one bytes object (Note [compact ops])
+DESC_OBJS: dict[bytes, bytes | bool] = {}  # a canonical descriptor → its one bytes object (Note [compact ops]), else False
 
 
 def key_order(ko: tuple) -> tuple[tuple, bool]:
@@ -196,7 +196,7 @@ def nested_canonical(raws, values: bool) -> bool:
     Note [canonical at load] says, an empty descriptor because the table below holds a
     canonical descriptor's bytes, and those would read as false); DecodeError when one is
     malformed. Every item is checked: the call validates them."""
-    table = _VALUE_OK if values else _DESC_OK
+    table = _VALUE_OK if values else DESC_OBJS
     if all(map(table.get, raws)):
         return True
     cls = pb.AttrDef if values else pb.TensorDescriptor
@@ -215,7 +215,6 @@ def nested_canonical(raws, values: bool) -> bool:
 _ENTRIES: dict[bytes, tuple] = {}   # an attribute entry's bytes → (key, encoded value, canonical)
 ENTRY_KEYS: dict[bytes, str] = {}   # the entries known to be canonical → their key (the load's fast path)
 ENTRY_OBJS: dict[bytes, bytes] = {}     # ... → their one bytes object (Note [compact ops])
-DESC_OBJS = _DESC_OK
 
 
 def entry_of(raw: bytes) -> tuple[str, bytes, bool]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import heapq
 from typing import Callable, Iterable
 
-from engine.core.attrs import attr_def, attr_keys, attrs_changed
+from engine.core.attrs import attrs_changed
 from engine.core.graph import Graph, InAnchor, Model, Node, OutAnchor, write_port_names
 from engine.proto import ge_ir_pb2 as pb
 
@@ -150,8 +150,8 @@ def new_node(graph: Graph, op: pb.OpDef, after: Node | None) -> Node:
 
 def inherit_attrs(dst: Node, src: Node, keys: Iterable[str]) -> None:
     for key in keys:
-        if key in (src.akeys or attr_keys(src)) and key not in (dst.akeys or attr_keys(dst)):
-            dst.op.attr[key].CopyFrom(attr_def(src, key))      # a lean src is read lean (Note [lean ops])
+        if src.has_attr(key) and not dst.has_attr(key):
+            dst.op.attr[key].CopyFrom(src.attr(key))      # a lean src is read lean (Note [lean ops])
             attrs_changed(dst)
 
 

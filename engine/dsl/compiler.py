@@ -9,7 +9,6 @@ from typing import Any, Callable
 
 from engine.core.errors import Collector, InputError, Loc, Problem, did_you_mean
 from engine.core.attrs import attr_def, attr_keys, attr_value
-from engine.core.lean import lean_attr
 from engine.core.graph import Node
 from engine.dsl.types import FIELD_TYPES, check_expr
 from engine.dsl.ast import (Binary, Call, Comprehension, Cond, Const, Expr, Field, Index, IsClass, Let,
@@ -338,8 +337,7 @@ def _str_literal(src: str) -> bool:
 
 def bool_attr_true(n, key: str) -> bool:
     """attr_true's answer for a key the node carries: only a `b` field holds True."""
-    op = n._op if n.__class__ is Node else n.op
-    a = op.attr[key] if op is not None else lean_attr(n, key)     # Note [lean ops]
+    a = attr_def(n, key) if n.__class__ is Node else n.op.attr[key]     # a graph node's read lean (Note [lean ops])
     return a.WhichOneof("value") == "b" and a.b is True
 
 

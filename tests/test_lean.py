@@ -57,6 +57,26 @@ def test_lean_and_full_readers_make_the_same_run(src, tmp_path, default_pack):
         assert _lean_share(lean_model) > 0.7
 
 
+def test_a_pack_writing_descriptors_writes_the_nodes_own(tmp_path):
+    """A rule action that writes a tensor descriptor of a lean node (ge-doc's
+    inplace_support_check: set_desc_attr on single-output nodes) writes the node's own
+    descriptor, not the one shared by every node with the same bytes: the run equals the
+    run over decoded ops, and the shared descriptors are as loaded."""
+    from engine.passes.catalog import load_pack
+    pack = load_pack(ROOT / "rules" / "ge-doc")
+    src = tmp_path / "step.pb"
+    write_model(make_model(2000, dump_attrs=True), src)
+    lean_model = load_model(src)
+    full_model = build_model(read_modeldef(src), str(src))
+    lean_ctx, full_ctx = _pipeline(lean_model, pack), _pipeline(full_model, pack)
+    check_shared()
+    written = [a for n in full_model.all_nodes() for a in n.outs
+               if a.desc is not None and "_inplace_support_input_index" in a.desc.attr]
+    assert written, "the pack's inplace_support_check marked no output: the test tests nothing"
+    assert [(i.name, i.type) for i in lean_ctx.insertions] == [(i.name, i.type) for i in full_ctx.insertions]
+    assert serialize_model(lean_model) == serialize_model(full_model)
+
+
 def _dump(ops: list[bytes], tmp_path: Path) -> Path:
     """A binary ModelDef of one graph 'g' holding the encoded ops."""
     g = LeanGraphDef(name="g")

@@ -287,6 +287,14 @@ def port_names(op: pb.OpDef) -> _PortNames:
     return p
 
 
+def writable_desc(anchor):
+    """The descriptor of `anchor` to write into (None without one): its node's own, so a
+    lean node is decoded first (the one `anchor.desc` gives it is shared by every node
+    with the same bytes, and read only: Note [lean ops] in engine/core/lean.py)."""
+    anchor.node.op
+    return anchor.desc
+
+
 def input_entries(n: "Node") -> list[str]:
     """OpDef.input as a save writes it from the node's edges: "src:idx" for each in-anchor
     ("" when unconnected; trailing unconnected slots beyond the descriptors left out),

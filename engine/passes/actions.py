@@ -29,7 +29,7 @@ from typing import Any
 from engine.core import surgery
 from engine.passes.context import Diagnostic, Insertion, anchor_ref
 from engine.core.errors import Cite, PassFailure
-from engine.core.graph import Graph, InAnchor, Node, OutAnchor
+from engine.core.graph import Graph, InAnchor, Node, OutAnchor, writable_desc
 from engine.passes.insertion import InsertSpec, apply_neighbour_attrs, build_op
 from engine.dsl.ast import dsl_literal
 from engine.dsl.library import PrimSpec, register
@@ -283,7 +283,7 @@ class Rewriter:
         return node
 
     def set_desc_attr(self, anchor, key: str, value):
-        d = anchor.desc if anchor is not None else None
+        d = writable_desc(anchor) if anchor is not None else None
         if d is None:
             self._fail(f"no tensor descriptor for {anchor_ref(anchor)}", anchor.node if anchor is not None else None)
         write_attr(d.attr[key], value)
@@ -293,7 +293,7 @@ class Rewriter:
         return anchor
 
     def set_desc_field(self, anchor, field: str, value):
-        d = anchor.desc if anchor is not None else None
+        d = writable_desc(anchor) if anchor is not None else None
         if d is None or field not in DESC_FIELDS:
             self._fail(f"cannot set field {field} of {anchor_ref(anchor)}", anchor.node if anchor is not None else None)
         setattr(d, field, value)

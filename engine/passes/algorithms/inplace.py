@@ -18,7 +18,7 @@ from engine.passes.context import Diagnostic
 from engine.dsl.compiler import Compiler
 from engine.dsl.ast import Call, Expr, walk
 from engine.core.errors import Cite, Collector, Loc
-from engine.core.graph import Graph, InAnchor, OutAnchor
+from engine.core.graph import Graph, InAnchor, OutAnchor, writable_desc
 from engine.pack.model import Pack
 from engine.pack.loader import parse_rule_expr
 from engine.dsl.library import bound_functions
@@ -168,12 +168,14 @@ class InplacePass:
             self.ctx.symbols = table
             return
         for i, o in chosen:
-            o.desc.reuse_input = True
-            o.desc.reuse_input_index = i.idx
+            d = writable_desc(o)
+            d.reuse_input = True
+            d.reuse_input_index = i.idx
         if self.ctrl_conflict(graph):
             for i, o in chosen:
-                o.desc.reuse_input = False
-                o.desc.reuse_input_index = 0
+                d = writable_desc(o)
+                d.reuse_input = False
+                d.reuse_input_index = 0
             self.ctx.diagnostics.append(Diagnostic("INPLACE_REVERTED", "info",
                                                    "in-place reuse reverted: a control-node subgraph would conflict",
                                                    self.spec.id, {"pairs": [f"{i.key}->{o.key}" for i, o in chosen]}))

@@ -29,7 +29,7 @@ from engine.passes.context import Insertion, anchor_ref
 from engine.dsl.compiler import Compiler
 from engine.dsl.ast import Expr
 from engine.core.errors import Cite, Collector, Loc, PassFailure, did_you_mean
-from engine.core.graph import Graph, InAnchor, Node, OutAnchor
+from engine.core.graph import Graph, InAnchor, Node, OutAnchor, writable_desc
 from engine.passes.insertion import InsertSpec, apply_neighbour_attrs, build_op, load_insert_spec
 from engine.pack.model import FuncDef, Pack
 from engine.pack.loader import function_specs, load_functions, parse_rule_expr, register_rule_id
@@ -819,7 +819,7 @@ class LayoutPass:
         for k, dst in enumerate(dsts):
             if not self.f_fixup(dst.node):
                 continue
-            nd = dst.desc
+            nd = writable_desc(dst)
             if nd is None:
                 continue
             idesc = node.op.input_desc[min(k, len(node.op.input_desc) - 1)]

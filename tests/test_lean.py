@@ -77,6 +77,20 @@ def test_a_pack_writing_descriptors_writes_the_nodes_own(tmp_path):
     assert serialize_model(lean_model) == serialize_model(full_model)
 
 
+def test_the_command_line_reads_dumps_lean(tmp_path, default_pack):
+    """`memconflict run` reads a GE dump through engine/core/importers, which reads it lean
+    (binary, and text through protoc); deriving the graph attributes older dumps lack and
+    filling ref ops' port names decodes no node."""
+    from engine.core.importers import load_model_file
+    src = tmp_path / "step.pb"
+    write_model(make_model(2000, dump_attrs=True), src)
+    model, _ = load_model_file(src, default_pack)
+    assert _lean_share(model) == 1.0
+    if _protoc_available():
+        model, _ = load_model_file(EXAMPLE, default_pack)
+        assert _lean_share(model) == 1.0
+
+
 def _dump(ops: list[bytes], tmp_path: Path) -> Path:
     """A binary ModelDef of one graph 'g' holding the encoded ops."""
     g = LeanGraphDef(name="g")

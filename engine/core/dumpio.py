@@ -141,7 +141,13 @@ def load_model(path: str | Path) -> Model:
     which reports what is wrong where it is."""
     file = display_path(path)
     data = _read_bytes(path, file)
-    binary = _is_binary(path, data)
+    return model_of_dump(data, file, _is_binary(path, data))
+
+
+def model_of_dump(data: bytes, file: str, binary: bool) -> Model:
+    """The Model of a GE dump's bytes (binary, or text when not `binary`): lean nodes when
+    the lean reader takes it, else the full way, which reports what is wrong where it is
+    (the one reader of dumps: load_model, and the CLI's through engine/core/importers)."""
     encoded = data if binary else _encode_text(data)
     if encoded is not None:
         model = build_lean_model(encoded, file)

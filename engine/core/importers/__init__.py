@@ -61,13 +61,12 @@ def _load(path, pack, fmt, weights=None):
     if fmt == "ge" and found == "onnx" and text:
         fmt = "onnx"        # a GE ONNX-form dump: read by the ONNX reader, which knows GE's form
     if fmt in ("ge", "om"):
-        from engine.core.dumpio import build_model, parse_binary, parse_text
+        from engine.core.dumpio import build_model, model_of_dump
         if fmt == "om":
             from engine.core.importers.om import read_om
-            proto = read_om(data, file, notes)
+            model = build_model(read_om(data, file, notes), file)
         else:
-            proto = parse_text(data, file) if text else parse_binary(data, file)
-        model = build_model(proto, file)
+            model = model_of_dump(data, file, not text)
         from engine.core.importers.derive import derive_attrs, fill_port_names
         derive_attrs(model, pack_folder(pack), notes)
         fill_port_names(model, pack_folder(pack), pack, notes)

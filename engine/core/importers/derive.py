@@ -70,13 +70,14 @@ def derive_attrs(model, pack_dir: Path, notes: list) -> None:
 
 def _source(model, g, root, kind: str, key: str):
     if kind == "nodes":
-        vals = [attr_value(n.op.attr[key]) for n in g.nodes() if key in n.op.attr]
+        # read through the node (a lean node is not decoded: Note [lean ops] in engine/core/lean.py)
+        vals = [attr_value(n.attr(key)) for n in g.nodes() if n.has_attr(key)]
         if vals:
             return any(bool(v) for v in vals), f"{key} on its {len(vals)} node(s)"
     elif kind == "parent":
         p = g.parent_node
-        if p is not None and key in p.op.attr:
-            return bool(attr_value(p.op.attr[key])), f"{key} of its parent node '{p.name}'"
+        if p is not None and p.has_attr(key):
+            return bool(attr_value(p.attr(key))), f"{key} of its parent node '{p.name}'"
     elif kind == "root_graph":
         if g is root and key in g.proto.attr and attr_value(g.proto.attr[key]):
             return True, f"the root graph's {key}"
@@ -98,8 +99,9 @@ def fill_port_names(model, pack_dir: Path, pack, notes: list) -> None:
             if spec is None or not spec.is_ref():
                 continue
             ins, outs = n.ports()
-            new_in = spec.input_names(len(n.op.input_desc)) if not ins and n.op.input_desc else None
-            new_out = spec.output_names(len(n.op.output_desc)) if not outs and n.op.output_desc else None
+            k_in, k_out = n.desc_count(), n.desc_count(outputs=True)
+            new_in = spec.input_names(k_in) if not ins and k_in else None
+            new_out = spec.output_names(k_out) if not outs and k_out else None
             if new_in or new_out:
                 n.set_ports(new_in, new_out)
                 key = (n.type, "GE's IR (import/ir.yaml)" if spec.source == "ir" else "the pack's op signature")

@@ -330,3 +330,24 @@ def test_the_json_report_is_written_before_the_page_is_made(tmp_path, capsys, mo
     ((temps, target_there),) = seen
     assert sorted(t.split(".")[1] for t in temps) == ["g", "r"] and not target_there
     assert graph.exists() and rj.exists() and page.exists() and leftovers(tmp_path) == []
+
+
+# ---- Note [no report unless written] (engine/cli/run.py) ---------------------------------
+@pytest.mark.parametrize("extra, built", [([], False), (["--out", "{tmp}/g.pb"], False), (["--runtime"], False),
+                                          (["--report-json", "{tmp}/r.json"], True), (["--format", "json"], True),
+                                          (["--sarif", "{tmp}/s.sarif"], True)])
+def test_the_report_is_built_only_for_an_output_made_from_it(extra, built, tmp_path, capsys, monkeypatch):
+    """A run that writes no form of the report (JSON, HTML, SARIF, a JSON or SARIF stream)
+    builds none, and its text summary is the same as a run that does."""
+    import engine.report.model as model
+    calls = []
+    real = model.build_report
+    monkeypatch.setattr(model, "build_report", lambda *a: calls.append(a) or real(*a))
+    code, out, _ = run(RUN + [x.format(tmp=tmp_path) for x in extra], capsys)
+    assert code == 0
+    assert bool(calls) == built
+    if not built:
+        code, with_report, _ = run(RUN + [x.format(tmp=tmp_path) for x in extra] + ["--report-json", tmp_path / "x.json"],
+                                   capsys)
+        mask = lambda s: re.sub(r"\d+\.\d+s", "", s)
+        assert mask(out) == mask(with_report)

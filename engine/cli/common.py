@@ -103,13 +103,16 @@ def run_graph(args, progress, setup=None, pack=None, prepare=None):
 
 
 # ---- what `run` adds to a report and how it gates (single and batch runs) ------------
-def runtime_section(args, ctx, report: dict) -> dict | None:
-    """`--runtime`: the If/Case records of the graph after the passes, added to the report."""
+def runtime_section(args, ctx, report: dict | None) -> dict | None:
+    """`--runtime`: the If/Case records of the graph after the passes, added to the report
+    (when one is made)."""
     if not getattr(args, "runtime", False):
         return None
     from engine.report.explain import RuleTexts
     from engine.runtime.report import all_cites, cited, runtime_records, runtime_section as section
     records = runtime_records(ctx.model, ctx.pack, args.graph)
+    if report is None:
+        return records
     report["runtime"] = records
     report["sections"].append(section(records))
     texts = RuleTexts(ctx.pack.path)

@@ -19,6 +19,13 @@ def add_arguments(parser) -> None:
                              "severity (inserted nodes count as info)")
 
 
+def report_written(args) -> bool:
+    """Whether the run writes anything made from the report (JSON, HTML, SARIF, or a
+    JSON or SARIF stream): without, `run` builds none (the text summary reads the run)."""
+    return bool(args.report_json or args.report_html or getattr(args, "sarif", None)
+                or getattr(args, "format", "text") != "text")
+
+
 def claim(files, args) -> None:
     """Claim the findings outputs beside the others (checked before any work)."""
     files.claim("--sarif", args.sarif)

@@ -91,6 +91,24 @@ def test_the_command_line_reads_dumps_lean(tmp_path, default_pack):
         assert _lean_share(model) == 1.0
 
 
+def test_the_reports_variable_placement_decodes_only_what_it_writes(tmp_path, default_pack):
+    """The report links variable-pass insertions to their variables by placing the graph
+    (engine/report/varlinks.py); the placement decodes the nodes it writes offsets into
+    (the placed types) and reads every other node lean."""
+    from engine.report.model import build_report, graph_stats
+    src = tmp_path / "step.pb"
+    write_model(make_model(2000, dump_attrs=True), src)
+    model = load_model(src)
+    before = graph_stats(model)
+    ctx = _pipeline(model, default_pack)
+    decoded = {n for n in model.all_nodes() if n._op is not None}
+    placed = default_pack.configs["var_policy"].policy.op_types.placed
+    report = build_report(ctx, str(src), before)
+    assert any(r.get("variable") for r in report["insertions"]), "no insertion was linked: the placement did not run"
+    newly = {n for n in model.all_nodes() if n._op is not None} - decoded
+    assert newly and all(n.type in placed for n in newly)
+
+
 def _dump(ops: list[bytes], tmp_path: Path) -> Path:
     """A binary ModelDef of one graph 'g' holding the encoded ops."""
     g = LeanGraphDef(name="g")

@@ -418,7 +418,8 @@ def assign_memory_to_ref_attr_nodes(model: Model, mgr: VarManager, nodes: list[N
     key = policy.attrs.ref_var_src_var_name
     lookup: dict[str, Node] | None = None
     for node in model.all_nodes() if nodes is None else nodes:
-        for idx, td in enumerate(node.op.output_desc):
+        # read through the node: a lean one is decoded only to be written (Note [lean ops])
+        for idx, td in enumerate(node.descs(outputs=True)):
             a = td.attr.get(key)
             if a is None or a.WhichOneof("value") != "s":
                 continue

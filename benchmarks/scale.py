@@ -15,6 +15,9 @@ process (`ru_maxrss`) and the growth exponent k of each stage between consecutiv
 (time ∝ N^k: 1.0 is linear). A stage under 0.05 s at both sizes has no exponent (`-`).
 `bare parse` is protobuf's own `ParseFromString` of the file (upb's C parser, the floor of any
 reader; timed in a child process, so its memory is not the run's), and `total / bare parse` the pipeline's multiple of it.
+`memconflict run` is the command itself on the same file (`run FILE --out OUT.pb`, in a child
+process, start-up included): its CPU and wall seconds and its peak RSS. The stages above
+are that command's work taken apart; this row checks the command does what they measure.
 """
 from __future__ import annotations
 
@@ -105,6 +108,26 @@ def bare_parse(path: Path) -> float:
     return float(res.stdout)
 
 
+def cli_run(path: Path, options: list[str]) -> dict:
+    """`memconflict run FILE --out OUT.pb` in a child process: its CPU seconds (start-up
+    included), wall seconds and peak RSS, as the child itself reads them."""
+    code = ("import resource, sys; from engine.cli import main; rc = main(sys.argv[1:]); "
+            "u = resource.getrusage(resource.RUSAGE_SELF); "
+            "print(rc, u.ru_utime + u.ru_stime, u.ru_maxrss * 1024, file=sys.stderr)")
+    folder = Path(tempfile.mkdtemp(prefix="memconflict-scale-"))
+    out = folder / "out.pb"
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, "-c", code, "run", str(path), "--out", str(out), "--quiet"]
+                         + [f"--option={o}" for o in options], capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    out.unlink(missing_ok=True)
+    folder.rmdir()
+    rc, cpu, peak = res.stderr.strip().splitlines()[-1].split() if res.stderr.strip() else ("?", 0, 0)
+    if rc not in ("0", "3"):        # 3: a --fail-on gate held (not given here); anything else failed
+        raise RuntimeError(f"memconflict run {path} failed:\n{res.stderr}")
+    return {"cpu": float(cpu), "wall": wall, "peak_rss": int(peak)}
+
+
 def _exponent(n1: int, t1: float, n2: int, t2: float) -> str:
     if max(t1, t2) < MIN_SECONDS or min(t1, t2) <= 0:
         return "-"
@@ -141,6 +164,13 @@ def table(results: list[dict]) -> str:
     rows.append(["load RSS beyond the file (B/node)"] + [f"{(r['load_rss'] - r['file_size']) / r['nodes']:.0f}"
                                                       for r in results] + [""] * (len(sizes) - 1))
     rows.append(["nodes after"] + [str(r["after"]) for r in results] + [""] * (len(sizes) - 1))
+    for label, key, fmt in (("memconflict run (CPU)", "cpu", "{:.2f}"), ("memconflict run (wall)", "wall", "{:.2f}")):
+        ts = [r["cli"][key] for r in results]
+        rows.append([label] + [fmt.format(t) for t in ts] +
+                    [_exponent(a, ta, b, tb) for a, b, ta, tb in zip(sizes, sizes[1:], ts, ts[1:])])
+    peaks = [r["cli"]["peak_rss"] for r in results]
+    rows.append(["memconflict run peak RSS (MiB)"] + [f"{m / 2**20:.0f}" for m in peaks] +
+                [_exponent(a, ma, b, mb) for a, b, ma, mb in zip(sizes, sizes[1:], peaks, peaks[1:])])
     widths = [max(len(str(row[c])) for row in [head] + rows) for c in range(len(head))]
     lines = ["  ".join(str(x).ljust(w) if c == 0 else str(x).rjust(w) for c, (x, w) in enumerate(zip(row, widths)))
              for row in [head] + rows]
@@ -189,9 +219,11 @@ def main(argv=None) -> int:
             return 1
         r = json.loads(res.stdout.strip().splitlines()[-1])
         r["n"], r["file_size"] = n, os.path.getsize(path)
+        r["cli"] = cli_run(path, args.option or [])
         results.append(r)
         print(f"N={n}: {sum(t for _, t in r['stages']):.2f} s CPU, {r['wall']:.2f} s wall, "
-              f"{r['peak_rss'] / 2**20:.0f} MiB", file=sys.stderr, flush=True)
+              f"{r['peak_rss'] / 2**20:.0f} MiB; memconflict run {r['cli']['wall']:.2f} s wall, "
+              f"{r['cli']['peak_rss'] / 2**20:.0f} MiB", file=sys.stderr, flush=True)
     print(f"default pipeline, {args.format} in and out, gen_graph --dump-attrs"
           + (f" --hub {args.hub}" if args.hub else "") + "; CPU seconds per stage")
     print(table(results))

@@ -93,10 +93,14 @@ def fill_port_names(model, pack_dir: Path, pack, notes: list) -> None:
     ir_path = find_table(pack_dir, "ir.yaml")
     ir = ir_with_pack(Tables("ge", "", None, read_ir(ir_path) if ir_path else {}), pack)
     filled: dict[tuple[str, str], int] = {}
+    refs: dict[str, object] = {}        # op type → its spec when a ref op, else None (once per type)
     for g in model.graph_order:
         for n in g.nodes():
-            spec = ir.get(n.type)
-            if spec is None or not spec.is_ref():
+            spec = refs.get(n.type, refs)
+            if spec is refs:
+                spec = ir.get(n.type)
+                spec = refs[n.type] = spec if spec is not None and spec.is_ref() else None
+            if spec is None:
                 continue
             ins, outs = n.ports()
             k_in, k_out = n.desc_count(), n.desc_count(outputs=True)

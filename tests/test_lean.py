@@ -79,13 +79,19 @@ def test_a_pack_writing_descriptors_writes_the_nodes_own(tmp_path):
 
 def test_the_command_line_reads_dumps_lean(tmp_path, default_pack):
     """`memconflict run` reads a GE dump through engine/core/importers, which reads it lean
-    (binary, and text through protoc); deriving the graph attributes older dumps lack and
+    (binary, an om file's ModelDef, and text through protoc); deriving the graph attributes older dumps lack and
     filling ref ops' port names decodes no node."""
     from engine.core.importers import load_model_file
     src = tmp_path / "step.pb"
     write_model(make_model(2000, dump_attrs=True), src)
     model, _ = load_model_file(src, default_pack)
     assert _lean_share(model) == 1.0
+    from benchmarks.gen_om import standard_om
+    om = tmp_path / "step.om"
+    om.write_bytes(standard_om(src.read_bytes()))
+    from_om, _ = load_model_file(om, default_pack)
+    assert _lean_share(from_om) == 1.0
+    assert serialize_model(from_om) == serialize_model(model)
     if _protoc_available():
         model, _ = load_model_file(EXAMPLE, default_pack)
         assert _lean_share(model) == 1.0

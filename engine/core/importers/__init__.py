@@ -61,10 +61,15 @@ def _load(path, pack, fmt, weights=None):
     if fmt == "ge" and found == "onnx" and text:
         fmt = "onnx"        # a GE ONNX-form dump: read by the ONNX reader, which knows GE's form
     if fmt in ("ge", "om"):
-        from engine.core.dumpio import build_model, model_of_dump
+        from engine.core.dumpio import build_lean_model, build_model, model_of_dump
         if fmt == "om":
-            from engine.core.importers.om import read_om
-            model = build_model(read_om(data, file, notes), file)
+            # the ModelDef partition read lean when it can be, else the full way, which says
+            # where it is broken (Note [lean ops] in engine/core/lean.py)
+            from engine.core.importers.om import model_def_span, read_om
+            start, size = model_def_span(data, file, notes)
+            model = build_lean_model(data[start:start + size], file)
+            if model is None:
+                model = build_model(read_om(data, file), file)
         else:
             model = model_of_dump(data, file, not text)
         from engine.core.importers.derive import derive_attrs, fill_port_names

@@ -160,6 +160,22 @@ def _check_flow(parts, file: str) -> None:
 
 def read_om(data: bytes, file: str, notes: list | None = None) -> pb.ModelDef:
     """The ModelDef of an om file's (root) model; what was left unread is noted."""
+    start, size = model_def_span(data, file, notes)
+    model = pb.ModelDef()
+    try:
+        model.ParseFromString(data[start:start + size])
+    except DecodeError as exc:
+        where = first_error(data[start:start + size], pb.ModelDef.DESCRIPTOR)
+        at, what = (start + where[0], where[1]) if where else (start, str(exc))
+        _fail(file, at, f"the MODEL_DEF partition (bytes {start}-{start + size}) is no ModelDef: {what}",
+              "the partition is corrupt")
+    return model
+
+
+def model_def_span(data: bytes, file: str, notes: list | None = None) -> tuple[int, int]:
+    """(start, size) of the MODEL_DEF partition of an om file's (root) model, its header and
+    tables checked; what was left unread is noted. The bytes are read_om's to parse, or the
+    lean reader's (engine/core/importers/__init__.py)."""
     head = read_header(data, file)
     models = read_tables(data, file, head)
     parts = models[0]
@@ -171,14 +187,6 @@ def read_om(data: bytes, file: str, notes: list | None = None) -> pb.ModelDef:
                                  + ", ".join(partition_name(p[0]) for p in parts) + ")",
               "GE reads the graph from the MODEL_DEF partition")
     _kind, start, size = found[0]
-    model = pb.ModelDef()
-    try:
-        model.ParseFromString(data[start:start + size])
-    except DecodeError as exc:
-        where = first_error(data[start:start + size], pb.ModelDef.DESCRIPTOR)
-        at, what = (start + where[0], where[1]) if where else (start, str(exc))
-        _fail(file, at, f"the MODEL_DEF partition (bytes {start}-{start + size}) is no ModelDef: {what}",
-              "the partition is corrupt")
     if notes is not None:
         label = MODEL_TYPES[head["type"]]
         unread = sorted({partition_name(p[0]) for m in models for p in m} - {"MODEL_DEF"})
@@ -189,4 +197,4 @@ def read_om(data: bytes, file: str, notes: list | None = None) -> pb.ModelDef:
         if unread:
             text += "; not read: " + ", ".join(unread)
         notes.append(("import", text))
-    return model
+    return start, size

@@ -18,7 +18,8 @@ cannot answer), and from then on the full op is the node's state; until then:
 - an attribute's value (`lean_attr`) and a descriptor (`lean_desc`) are decoded from
   their bytes into messages shared by every node with the same bytes (a training step
   has a few thousand distinct ones), read only: whatever changes a node's attributes or
-  descriptors goes through `node.op`, which decodes the node first. Verify mode
+  descriptors goes through `node.op`, which decodes the node first (a descriptor to
+  write into is `writable_desc(anchor)`, engine/core/graph.py). Verify mode
   (MEMCONFLICT_VERIFY_CACHES=1) checks at every save that no shared message changed.
 
 Loading parses each op once, into its lean message only (Note [op runs] in
@@ -124,7 +125,7 @@ def check_shared() -> None:
         for raw, msg in table.items():
             if msg != cls.FromString(raw):
                 raise AssertionError(f"a shared {what} of lean nodes was changed in place (write through "
-                                     f"node.op instead): {msg}")
+                                     f"node.op or writable_desc instead): {msg}")
 
 
 PEER_INDEX_ATTR = "_src_out_peer_index_for_ge_txt_load"

@@ -302,7 +302,7 @@ def test_the_canonical_test_agrees_with_the_full_re_encoding_on_real_dumps():
     these do not have)."""
     sources = [serialize(make_model(2000, dump_attrs=True))]
     if _protoc_available():
-        sources += [_encode_text(p.read_bytes()) for p in sorted(ge_dumps().glob("*.txt"))]
+        sources += [_encode_text(p.read_bytes())[0] for p in sorted(ge_dumps().glob("*.txt"))]
     for data in sources:
         model = build_lean_model(data, "dump.pb")
         flags = {}
@@ -344,7 +344,7 @@ def test_canonical_ops_are_compact_and_read_as_their_lean_ops():
     sources = [serialize(make_model(300))]
     built = sorted((shared_fixtures() / "ge-dumps-oam").glob("*_Build.txt"))     # none in a plain clone
     if _protoc_available():
-        sources += [_encode_text(p.read_bytes()) for p in built + sorted(ge_dumps().glob("*.txt"))]
+        sources += [_encode_text(p.read_bytes())[0] for p in built + sorted(ge_dumps().glob("*.txt"))]
     fields = ("name", "type", "input", "has_out_attr", "id", "input_desc", "output_desc", "subgraph_name") + TAIL_FIELDS
     with_tail = 0
     for data in sources:

@@ -67,10 +67,11 @@ def _protoc_available() -> bool:
     return os.environ.get("MEMCONFLICT_NO_PROTOC", "") != "1"
 
 
-def parse_text(text: bytes, file: str) -> pb.ModelDef:
-    """Text-format ModelDef → message; errors carry file:line:col."""
+def parse_text(text: bytes, file: str, encoded: subprocess.CompletedProcess | None = None) -> pb.ModelDef:
+    """Text-format ModelDef → message; errors carry file:line:col. `encoded`: protoc's
+    encoding of `text` when the caller ran it already (model_of_dump)."""
     if _protoc_available():
-        res = _protoc("encode", text)
+        res = encoded if encoded is not None else _protoc("encode", text)
         if res.returncode == 0:
             model = pb.ModelDef()
             try:
@@ -148,12 +149,13 @@ def model_of_dump(data: bytes, file: str, binary: bool) -> Model:
     """The Model of a GE dump's bytes (binary, or text when not `binary`): lean nodes when
     the lean reader takes it, else the full way, which reports what is wrong where it is
     (the one reader of dumps: load_model, and the CLI's through engine/core/importers)."""
-    encoded = data if binary else _encode_text(data)
+    encoded, res = (data, None) if binary else _encode_text(data)
     if encoded is not None:
         model = build_lean_model(encoded, file)
         if model is not None:
             return model
-    return build_model(parse_binary(data, file) if binary else parse_text(data, file), file)
+    # the full way says what is wrong, from protoc's answer when it was asked (one run a file)
+    return build_model(parse_binary(data, file) if binary else parse_text(data, file, res), file)
 
 
 def _is_binary(path: str | Path, data: bytes) -> bool:
@@ -166,12 +168,13 @@ def _is_binary(path: str | Path, data: bytes) -> bool:
     return not data[:512].lstrip()[:1].isalpha()
 
 
-def _encode_text(text: bytes) -> bytes | None:
-    """A text dump as protoc encodes it, or None (no protoc, or it refused the text)."""
+def _encode_text(text: bytes) -> tuple[bytes | None, subprocess.CompletedProcess | None]:
+    """(a text dump as protoc encodes it, or None when protoc refused it or is not there;
+    protoc's run, or None without protoc)."""
     if not _protoc_available():
-        return None
+        return None, None
     res = _protoc("encode", text)
-    return res.stdout if res.returncode == 0 else None
+    return (res.stdout if res.returncode == 0 else None), res
 
 
 def build_model(proto: pb.ModelDef, file: str = "<memory>") -> Model:

@@ -355,3 +355,17 @@ def _collections(work) -> list[int]:
     finally:
         gc.callbacks.remove(count)
     return runs
+
+
+def test_scale_table_measures_the_command_too(tmp_path, capsys):
+    """benchmarks/scale.py at two small sizes prints its one table, which ends with the
+    command itself (`memconflict run FILE --out`, run in a child) beside the stages."""
+    from benchmarks import scale
+    assert scale.main(["--sizes", "400,800", "--cache", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split("  ")[0].strip(): line.split() for line in out.splitlines()}
+    for name in ("load", "mem_layout_conflict", "save", "total", "bare parse", "memconflict run (CPU)",
+                 "memconflict run (wall)", "memconflict run peak RSS (MiB)"):
+        assert name in rows, f"no row {name!r} in:\n{out}"
+    cpu = rows["memconflict run (CPU)"]
+    assert float(cpu[-3]) > 0 and float(cpu[-2]) > 0     # the command ran at both sizes

@@ -77,6 +77,29 @@ def test_a_pack_writing_descriptors_writes_the_nodes_own(tmp_path):
     assert serialize_model(lean_model) == serialize_model(full_model)
 
 
+def test_verify_mode_names_the_pass_that_wrote_a_shared_decoding(tmp_path, monkeypatch):
+    """In verify mode every pass is followed by the shared-decodings check, so a pass that
+    writes into the descriptor a lean node shares (the bug writable_desc fixed, put back
+    here) is named even by a run that does not save."""
+    import engine.passes.actions as actions
+    import engine.passes.manager as manager
+    from engine.passes.catalog import load_pack
+    monkeypatch.setattr(manager, "VERIFY_CACHES", True)
+    monkeypatch.setattr(actions, "writable_desc", lambda anchor: anchor.desc)
+    src = tmp_path / "step.pb"
+    write_model(make_model(2000, dump_attrs=True), src)
+    try:
+        with pytest.raises(AssertionError, match="after pass inplace_support_check: a shared descriptor"):
+            _pipeline(load_model(src), load_pack(ROOT / "rules" / "ge-doc"))
+    finally:
+        # the decodings the put-back bug changed are restored in place (nodes of other tests
+        # may hold them), so no other test sees the change
+        for raw, msg in lean._DESCS.items():
+            msg.Clear()
+            msg.MergeFromString(raw)
+        check_shared()
+
+
 def test_the_command_line_reads_dumps_lean(tmp_path, default_pack):
     """`memconflict run` reads a GE dump through engine/core/importers, which reads it lean
     (binary, an om file's ModelDef, and text through protoc); deriving the graph attributes older dumps lack and

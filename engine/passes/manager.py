@@ -17,6 +17,8 @@ from engine.pack.model import Pack, PassSpec
 from engine.dsl.library import bound_functions
 from engine.core.surgery import find_cycle
 from engine.core.gcpause import no_gc
+from engine.core.attrs import VERIFY_CACHES
+from engine.core.lean import check_shared
 
 
 def resolve_passes(pack: Pack, ids: list[str] | None, options: dict[str, str]) -> list[PassSpec]:
@@ -105,3 +107,10 @@ def _run_each(ctx: RunContext, passes: list[PassSpec]) -> None:
         ctx.pass_runs.append(PassRun(spec.id, ctx.model.root.name, time.perf_counter() - t0,
                                      len(ctx.insertions) - done_before[0], len(ctx.removals) - done_before[1],
                                      status, message))
+        if VERIFY_CACHES:
+            # a pass that wrote into a lean node's shared decodings is named here, whether
+            # or not the run saves (the save checks again)
+            try:
+                check_shared()
+            except AssertionError as exc:
+                raise AssertionError(f"after pass {spec.id}: {exc}") from None

@@ -418,6 +418,7 @@ def _read_lean_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: lis
         vals = None
         canon = True
         raws = lean.attr[:]             # the attribute entries' bytes
+        ind, outd = lean.input_desc[:], lean.output_desc[:]     # ... and the descriptors', read once
         try:
             if raws:
                 # Note [canonical at load]: every entry is checked (and so validated) once
@@ -437,9 +438,9 @@ def _read_lean_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: lis
                     # the passes never see the peer index (a save writes it anew)
                     vals = _peer_values(raws[len(ko) - 1 - ko[::-1].index(PEER_INDEX_ATTR)])
                     peer_attr = True
-            if not nested_canonical(lean.input_desc, False):
+            if not nested_canonical(ind, False):
                 canon = False
-            if not nested_canonical(lean.output_desc, False):
+            if not nested_canonical(outd, False):
                 canon = False
         except DecodeError:
             raise _NotLean from None
@@ -450,9 +451,9 @@ def _read_lean_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: lis
             # Note [compact ops]: the shared bytes objects (those tables hold every entry and
             # descriptor of a canonical op, unless one was reset meanwhile)
             attr = list(map(_ENTRY_OBJ, raws))
-            ins, outs = tuple(map(_DESC_OBJ, lean.input_desc)), tuple(map(_DESC_OBJ, lean.output_desc))
+            ins, outs = tuple(map(_DESC_OBJ, ind)), tuple(map(_DESC_OBJ, outd))
             if None in attr or None in ins or None in outs:
-                attr, ins, outs = raws, tuple(lean.input_desc), tuple(lean.output_desc)
+                attr, ins, outs = raws, tuple(ind), tuple(outd)
             c = CompactOp(name, n.type, entries, attr, lean.has_out_attr, lean.id, b"", interned(_DESC_TUPLES, ins),
                           interned(_DESC_TUPLES, outs), tuple(names) if names else ())
             if c.SerializeToString() == own:

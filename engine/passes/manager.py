@@ -17,8 +17,7 @@ from engine.pack.model import Pack, PassSpec
 from engine.dsl.library import bound_functions
 from engine.core.surgery import find_cycle
 from engine.core.gcpause import no_gc
-from engine.core.attrs import VERIFY_CACHES
-from engine.core.lean import check_shared
+from engine.core.lean import VERIFY_CACHES, check_shared
 
 
 def resolve_passes(pack: Pack, ids: list[str] | None, options: dict[str, str]) -> list[PassSpec]:

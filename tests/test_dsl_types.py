@@ -141,7 +141,7 @@ def test_pack_function_that_edits_is_an_edit(pack_copy, capsys):
 
 def test_pack_function_checked_at_its_argument_types(pack_copy, capsys):
     f = pack_copy / "layout.yaml"
-    edit(f, "when: special_memory(memory_type(anchor))", 'when: special_memory("x")')
+    edit(f, "and special_memory(memory_type(anchor))", 'and special_memory("x")')
     line, col, _ = located(f, "mem not in [0, 2, 4]")
     code, text = check_cli(["rules", "check", pack_copy], capsys)
     assert code == 2

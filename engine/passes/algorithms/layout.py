@@ -26,8 +26,8 @@ from typing import Any
 from engine.passes.registry import Algorithm, register
 from engine.core import surgery
 from engine.passes.context import Insertion, anchor_ref
-from engine.dsl.compiler import Compiler
-from engine.dsl.ast import Expr
+from engine.dsl.compiler import Compiler, def_source, precompile
+from engine.dsl.ast import Binary, Expr, Paren
 from engine.core.errors import Cite, Collector, Loc, PassFailure, did_you_mean
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor, writable_desc
 from engine.passes.insertion import InsertSpec, apply_neighbour_attrs, build_op, load_insert_spec
@@ -74,6 +74,8 @@ class Mark:
     attr: str
     when: Expr
     loc: Loc
+    guard: Expr | None = None     # Note [mark guards]: the leading conjuncts not naming `anchor`
+    rest: Expr | None = None      # ... and the rest (None: the whole condition is node-level)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +166,7 @@ def _marks(value, what, attrs, pack, errors, fallback) -> list[Mark]:
             errors.error(r.value_loc("attr"), f"{what}: unknown attribute '{attr}'", did_you_mean(attr, attrs, "attributes"))
         e = parse_rule_expr(when, r.value_loc("when"), errors) if when is not None else None
         if e is not None and attr:
-            out.append(Mark(str(attr), e, value.item_locs[i]))
+            out.append(Mark(str(attr), e, value.item_locs[i], *split_guard(e)))
     return out
 
 
@@ -252,6 +254,10 @@ def load(value: Any, pack: Pack, errors: Collector) -> LayoutConfig | None:
     for side, marks in (("In", in_marks), ("Out", out_marks)):
         for m in marks:
             mc.check(m.when, {"anchor": f"{side}Anchor"}, "bool", f"the `when` of mark {m.attr}")
+            if not errors.problems:         # the parts the pass compiles (Note [compile at load])
+                for part in (m.guard, m.rest):
+                    if part is not None and part is not m.when:
+                        precompile(def_source("_f", MARK_VARS, mc.source(part, MARK_VARS)))
     cc = Compiler(pack.scope(CHECK_VARS, consts, extra, enums=enums), errors)
     for c in checkers.values():
         cc.check(c.body, (), "list[Anchor]", "checker")
@@ -339,10 +345,16 @@ class LayoutPass:
         # node, and one both sides have (the same generated source: `not address_refreshable(node)`)
         # once for both — a mark condition edits nothing, so a second evaluation would give the
         # same value (or have failed the first time)
-        self.f_in_marks = [(m, fn(m.when, MARK_VARS), _uses_anchor(m.when)) for m in cfg.input_marks]
-        self.f_out_marks = [(m, fn(m.when, MARK_VARS), _uses_anchor(m.when)) for m in cfg.output_marks]
-        self._plans_of_marks = _mark_plans(self.f_in_marks, self.f_out_marks,
-                                           lambda e: self.comp.source(e, MARK_VARS))
+        # Note [mark guards]: a per-anchor condition `g1 and ... and rest` whose leading
+        # conjuncts g1... do not name `anchor` has them as a node-level guard, evaluated once
+        # per node like the conditions above (and shared with them by source); `rest` is
+        # evaluated per anchor only where the guard holds. The same value, as `and` stops at
+        # a false guard anyway (the pack's memory_type marks put has_attr first, which spares
+        # a call per anchor of every node without the list). mark_node then takes a side's
+        # plan by the tuple of its node-level values: a graph has a handful of combinations
+        src = lambda e: self.comp.source(e, MARK_VARS)
+        self._plans_of_marks = _mark_plans([_mark_fns(m, fn) for m in cfg.input_marks],
+                                           [_mark_fns(m, fn) for m in cfg.output_marks], src)
         self.f_check = {n: fn(c.body, CHECK_VARS) for n, c in cfg.checkers.items()}
         self.f_skip_pair = fn(cfg.skip_pair, CHECK_VARS)
         self.f_skip_insert = fn(cfg.skip_insert, ("anchor",))
@@ -479,29 +491,46 @@ class LayoutPass:
         # Note [shared mark tuples]: an anchor's marks are a tuple, one object for every
         # anchor with the same marks (a graph has a few dozen distinct lists; a list per
         # anchor was 300k objects at 100k nodes, made, converted to tuples by _pairs, freed)
-        seq, per_anchor = side
-        marks, tuples = self.marks, self._tuples
-        if any(level):
-            # the marks in order: node-level ones that hold, per-anchor conditions in place
-            items = [(attr, f) for attr, k, f in seq if f is not None or level[k]]
-            fixed = all(f is None for _, f in items)
-        else:
-            items, fixed = per_anchor, not per_anchor       # no node-level condition holds
-        if not items or fixed:
-            t = tuple(attr for attr, _ in items) if items else (default,)
-            t = tuples.setdefault(t, t)
+        seq, plans = side
+        # the side's plan for these node-level values (a graph has a handful of combinations)
+        try:
+            key = tuple(level)
+            plan = plans.get(key)
+        except TypeError:       # a condition's value is unhashable: planned for this node alone
+            key = plan = None
+        if plan is None:
+            plan = self._side_plan(seq, level, default)
+            if key is not None:
+                plans[key] = plan
+        marks = self.marks
+        fixed, test, yes, no = plan
+        if fixed is not None:
             for a in anchors:
-                marks[a] = t
-        elif len(items) == 1:
+                marks[a] = fixed
+        elif yes is not None:
+            for a in anchors:
+                marks[a] = yes if test(node, a, g) else no
+        else:
+            tuples = self._tuples
+            for a in anchors:
+                t = tuple([attr for attr, f in test if f is None or f(node, a, g)]) or (default,)
+                marks[a] = tuples.setdefault(t, t)
+
+    def _side_plan(self, seq, level, default) -> tuple:
+        """(the marks of every anchor, or None; else the one per-anchor condition, the
+        marks when it holds and when not; else the [(attr, condition or None)] to test per
+        anchor): the marks in order, node-level ones that hold and per-anchor conditions
+        whose guard holds (Note [mark guards])."""
+        tuples = self._tuples
+        items = [(attr, f) for attr, k, f in seq if k is None or level[k]]
+        if all(f is None for _, f in items):
+            t = tuple(attr for attr, _ in items) or (default,)
+            return tuples.setdefault(t, t), None, None, None
+        if len(items) == 1:
             attr, f = items[0]
             yes, no = (attr,), (default,)
-            yes, no = tuples.setdefault(yes, yes), tuples.setdefault(no, no)
-            for a in anchors:
-                marks[a] = yes if f(node, a, g) else no
-        else:
-            for a in anchors:
-                t = tuple([attr for attr, f in items if f is None or f(node, a, g)]) or (default,)
-                marks[a] = tuples.setdefault(t, t)
+            return None, f, tuples.setdefault(yes, yes), tuples.setdefault(no, no)
+        return None, items, None, None
 
     def _active(self, ma: tuple, mb: tuple) -> bool:
         """Whether any attribute pair of two mark lists leads to a check (cached)."""
@@ -853,24 +882,63 @@ def _kind(step: Step) -> str:
         step.result, "unregistered")
 
 
+def split_guard(e: Expr) -> tuple[Expr | None, Expr | None]:
+    """A mark condition's (guard, rest) (Note [mark guards]): (e, None) when `e` does not
+    name `anchor` (node-level); (None, e) when its first conjunct does; else the leading
+    conjuncts that do not, and the others."""
+    if not _uses_anchor(e):
+        return e, None
+    terms = _conjuncts(e)
+    k = 0
+    while not _uses_anchor(terms[k]):
+        k += 1
+    if k == 0:
+        return None, e
+    return _conjunction(terms[:k]), _conjunction(terms[k:])
+
+
+def _mark_fns(m: Mark, fn) -> tuple:
+    """(mark, its node-level condition or guard compiled, or None; that as an expression;
+    the condition evaluated per anchor compiled, or None)."""
+    return (m, None if m.guard is None else fn(m.guard, MARK_VARS), m.guard,
+            None if m.rest is None else fn(m.rest, MARK_VARS))
+
+
+def _conjuncts(e: Expr) -> list[Expr]:
+    """The terms of `e` read as `t1 and t2 and ...` (parentheses around a conjunction
+    opened), in evaluation order."""
+    while isinstance(e, Paren):
+        e = e.inner
+    if isinstance(e, Binary) and e.op == "and":
+        return _conjuncts(e.left) + _conjuncts(e.right)
+    return [e]
+
+
+def _conjunction(terms: list[Expr]) -> Expr:
+    out = terms[0]
+    for t in terms[1:]:
+        out = Binary(out.loc, "and", out, t)
+    return out
+
+
 def _mark_plan(marks: list, fs: list, index: dict, source) -> list:
-    """[(attr, index into `fs` of its node-level condition, or None; the per-anchor
-    condition, or None)] in mark order; `fs` gains the side's node-level conditions not
-    in it yet (`index`: by generated source, so a condition both sides name runs once)."""
+    """[(attr, index into `fs` of its node-level condition or guard, or None; the
+    per-anchor condition, or None)] in mark order; `fs` gains the side's node-level
+    conditions and guards not in it yet (`index`: by generated source, so a condition
+    both sides name runs once)."""
     seq = []
-    for m, f, per_anchor in marks:
-        if per_anchor:
-            seq.append((m.attr, None, f))
-            continue
-        text = source(m.when)
-        k = index.get(text)
-        if k is None:
-            k = index[text] = len(fs)
-            fs.append(f)
-        seq.append((m.attr, k, None))
+    for m, level, expr, per_anchor in marks:
+        k = None
+        if level is not None:
+            text = source(expr)
+            k = index.get(text)
+            if k is None:
+                k = index[text] = len(fs)
+                fs.append(level)
+        seq.append((m.attr, k, per_anchor))
     # two node-level marks of one attribute both read the later one's value (a map by attribute before)
     last = {attr: k for attr, k, f in seq if f is None}
-    return [(attr, last[attr] if f is None else None, f) for attr, _, f in seq]
+    return [(attr, last[attr] if f is None else k, f) for attr, k, f in seq]
 
 
 def _mark_plans(in_marks: list, out_marks: list, source) -> tuple:
@@ -883,8 +951,8 @@ def _mark_plans(in_marks: list, out_marks: list, source) -> tuple:
     out_seq = _mark_plan(out_marks, both_fs, both_index, source)
     out_fs: list = []
     alone_seq = _mark_plan(out_marks, out_fs, {}, source)
-    def side(seq):      # with its per-anchor conditions alone: the plan when no node-level one holds
-        return seq, [(attr, f) for attr, _, f in seq if f is not None]
+    def side(seq):      # with its plans by node-level values, made as they are met (_mark_side)
+        return seq, {}
     return in_fs, side(in_seq), both_fs[len(in_fs):], side(out_seq), out_fs, side(alone_seq)
 
 

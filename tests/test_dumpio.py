@@ -2,6 +2,7 @@
 ModelSerializeImp; bad dumps give file:line:col errors."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -184,30 +185,65 @@ def test_no_graph(tmp_path):
     assert "the dump holds no graph" in msg
 
 
-# ---- Note [spilled graphs] ---------------------------------------------------------------
-def test_saving_spills_a_large_graph_and_writes_the_same_bytes(tmp_path, monkeypatch):
-    """Past SPILL_BYTES a graph's pieces go to a temporary file instead of memory; the
-    file written is serialize_model's bytes, and no temporary is left beside it."""
+# ---- Note [lengths in place] -------------------------------------------------------------
+def test_saving_writes_a_large_graph_in_place_and_the_same_bytes(tmp_path, monkeypatch):
+    """Past SPILL_BYTES a graph goes to the file as it is made, behind its length's
+    reserved bytes: serialize_model's bytes, no temporary file, no move (the width
+    foretold), and never more than the limit and one batch of ops held."""
     model = load_model(Path(__file__).resolve().parents[1] / "examples" / "train_step.pbtxt")
     expected = serialize_model(model)
     monkeypatch.setattr(dumpio, "SPILL_BYTES", 2000)
-    most, spills = [0], []
-    real_add = dumpio._Held.add
+    monkeypatch.setattr(dumpio.tempfile, "TemporaryFile", None)     # nothing is spilled to one
+    most, direct, moves = [0], [], []
+    real_add, real_move = dumpio._InPlace.add, dumpio._move
 
-    def add(self, parts, n=None):
-        real_add(self, parts, n)
-        most[0] = max(most[0], self.in_memory)
-        if self.file is not None and self.file not in spills:
-            spills.append(self.file)
-    monkeypatch.setattr(dumpio._Held, "add", add)
+    def add(self, parts, n=None, k=0):
+        real_add(self, parts, n, k)
+        most[0] = max(most[0], sum(map(len, self.parts)))
+        if self.start is not None and self not in direct:
+            direct.append(self)
+    monkeypatch.setattr(dumpio._InPlace, "add", add)
+    monkeypatch.setattr(dumpio, "_move", lambda *a: moves.append(a) or real_move(*a))
     out = tmp_path / "out.pb"
     save_model(model, out)
     assert out.read_bytes() == expected
-    assert spills, "the root graph is larger than SPILL_BYTES, so it must have spilled"
-    largest_op = max(len(n.op.SerializeToString()) for n in model.all_nodes())
-    assert most[0] <= 2000 + largest_op + 16      # never more than the limit and one op held
+    assert direct, "the root graph is larger than SPILL_BYTES, so it was written directly"
+    largest = max(len(n.op.SerializeToString()) for n in model.all_nodes())
+    assert most[0] <= 2000 + dumpio._BATCH // 3 * (largest + 4)
+    assert moves == []
     assert [p.name for p in tmp_path.iterdir()] == ["out.pb"]
-    assert all(f.closed for f in spills)
+
+
+@pytest.mark.parametrize("first,ops,rest,moved", [
+    (2100, 1000, 20000, 1),     # 2,100 bytes of all 1,000 ops foretell 2 bytes; 22,100 need 3
+    (3000, 1, 100, -2),         # 3,000 bytes of 1 op in 1,000 foretell 3 MB (4 bytes); 3,100 need 2
+    (3000, 500, 3000, 0),       # 6,000 foretold and made: 2 bytes
+], ids=["wider", "narrower", "as-foretold"])
+def test_a_length_wider_or_narrower_than_reserved_moves_the_graph(tmp_path, first, ops, rest, moved):
+    """_InPlace reserves the width of the length a graph's first ops foretell; a graph
+    that ends larger or smaller is moved by the difference: the bytes are the graph's tag,
+    its length and its pieces, whatever was foretold."""
+    parts = [bytes([i % 251]) * 100 for i in range((first + rest) // 100)]
+    head, tail = parts[:first // 100], parts[first // 100:]
+    moves = []
+    real_move = dumpio._move
+    path = tmp_path / "g.bin"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(b"HEAD")
+        out = dumpio._InPlace(fh, 1000)
+        dumpio.SPILL_BYTES, keep = 2000, dumpio.SPILL_BYTES
+        try:
+            dumpio._move = lambda *a: moves.append(a[3]) or real_move(*a)
+            out.add(head, None, ops)
+            out.add(tail, None, 1000 - ops)
+            out.close()
+            fh.write(b"TAIL")
+        finally:
+            dumpio.SPILL_BYTES, dumpio._move = keep, real_move
+    body = b"".join(parts)
+    assert path.read_bytes() == b"HEAD" + dumpio._GRAPH_TAG + dumpio._varint(len(body)) + body + b"TAIL"
+    assert moves == ([moved] if moved else [])
 
 
 # ---- Note [inputs as written] ------------------------------------------------------------

@@ -38,13 +38,11 @@ class OutputError(Exception):
 
 
 def _write(fh, data) -> None:
-    """Write one output's bytes, or its pieces in order (an iterable, made as it is
-    written: a model's chunks, engine.core.dumpio.model_chunks); a seam: the tests make it
-    fail like a full disk."""
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        fh.write(data)
-    else:
-        fh.writelines(data)
+    """Write one output's bytes, a binary model (engine.core.dumpio.ModelFile, written in
+    place), or its pieces in order (an iterable, made as it is written); a seam: the
+    tests make it fail like a full disk."""
+    from engine.core.dumpio import write_data
+    write_data(fh, data)
     fh.flush()
     os.fsync(fh.fileno())
 
@@ -64,12 +62,6 @@ class Outputs:
     def text_stream(self):
         """Where a command's human-readable text goes: stderr when stdout carries an output."""
         return sys.stderr if self.uses_stdout else sys.stdout
-
-    def folder(self, path: str) -> str | None:
-        """The folder a claimed output is written in (None for standard output): where a
-        writer may keep temporary files of its own."""
-        real = self._claims[path][1]
-        return None if real == STDOUT else os.path.dirname(real) or "."
 
     def claim(self, flag: str, path: str | None) -> None:
         if path is None:

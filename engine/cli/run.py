@@ -109,7 +109,7 @@ def cmd_run(args) -> int:
     if args.html:
         raise InputError(Problem(Loc("--html"), "--html writes into --out-dir", "add --out-dir DIR, or give --report-html FILE"))
     args.graph = args.graphs[0]
-    from engine.core.dumpio import model_chunks, model_to_text, serialize_model, is_binary_path
+    from engine.core.dumpio import ModelFile, model_to_text, serialize_model, is_binary_path
     from engine.cli.outputs import Outputs
     from engine.report.model import build_report, report_json
     from engine.report.text import Progress, summary_text
@@ -157,9 +157,9 @@ def cmd_run(args) -> int:
                 outputs.append((args.var_state, var.encoded()))
             if args.out:
                 # each output is written to its temporary as soon as it is made, not held until the
-                # renames (Note [spilled graphs]: a binary model is written as it is serialized)
+                # renames (Note [lengths in place]: a binary model is written as it is serialized)
                 if is_binary_path(args.out):
-                    outputs.append((args.out, files.stage(args.out, model_chunks(ctx.model, files.folder(args.out)))))
+                    outputs.append((args.out, files.stage(args.out, ModelFile(ctx.model))))
                 else:
                     outputs.append((args.out, files.stage(args.out, model_to_text(serialize_model(ctx.model)))))
             # Note [no report unless written]: at 100k nodes the report took 0.7 s to build, and
@@ -287,7 +287,7 @@ def _why_not(args) -> int:
 
 
 def cmd_convert(args) -> int:
-    from engine.core.dumpio import is_binary_path, model_chunks, model_to_text, serialize_model
+    from engine.core.dumpio import ModelFile, is_binary_path, model_to_text, serialize_model
     from engine.cli.outputs import Outputs
     from engine.passes.catalog import load_pack
     from engine.core.yamlgraph import model_to_yaml
@@ -303,7 +303,7 @@ def cmd_convert(args) -> int:
         text, dropped = model_to_yaml(model)
         data = text.encode()
     elif is_binary_path(args.output):
-        data = model_chunks(model, files.folder(args.output))     # written as made (Note [spilled graphs])
+        data = ModelFile(model)         # written as it is made (Note [lengths in place])
     else:
         data = model_to_text(serialize_model(model))
     files.write([(args.output, data)])

@@ -33,6 +33,7 @@ class PrimSpec:
     by_key: tuple = ()                # (key, result type): the result when argument 2 is that literal key
     memo: bool = False                # a pack-defined function with `memo: true`
     inline: str = ""                  # Note [inline attribute tests] (engine/dsl/compiler.py)
+    total: bool = False               # never none (Note [direct comparisons] in engine/dsl/compiler.py)
 
     def __post_init__(self):
         if self.effects not in EFFECTS:
@@ -53,7 +54,7 @@ class PrimSpec:
 
     def primitive(self, fn: Callable, inline: bool = True) -> Primitive:
         return Primitive(self.name, fn, self.arity, self.doc, self.signature, self.effects, self.template,
-                         self.instances, self.memo, self.inline if inline else "")
+                         self.instances, self.memo, self.inline if inline else "", self.total and inline)
 
 
 # ---- the registry ---------------------------------------------------------------------------
@@ -229,8 +230,8 @@ _DESC_FIELD_TYPES = (("reuse_input", "bool"), ("reuse_input_index", "int"), ("si
 _DESC_FIELDS = frozenset(k for k, _ in _DESC_FIELD_TYPES)
 
 
-def _spec(name, arity, doc, factory, sig, effects="", inline=""):
-    return name, PrimSpec(name, arity, doc, factory, sig, effects, inline=inline)
+def _spec(name, arity, doc, factory, sig, effects="", inline="", total=False):
+    return name, PrimSpec(name, arity, doc, factory, sig, effects, inline=inline, total=total)
 
 
 # Note [inline attribute tests]: the test of _attr_true / _has_attr / node_attr for a graph
@@ -258,7 +259,7 @@ GRAPH_PRIMITIVES: dict[str, PrimSpec] = register("graph", dict([
           "(InAnchor) -> Node"),
     _spec("consumers", (1, 1), "consumers(out_anchor or node): consumer in-anchors in peer order",
           lambda ctx: _consumers, "(OutAnchor | Node) -> list[InAnchor]"),
-    _spec("count", (1, 1), "count(list): its length (0 for none)", lambda ctx: _count, "(list[T]) -> int"),
+    _spec("count", (1, 1), "count(list): its length (0 for none)", lambda ctx: _count, "(list[T]) -> int", total=True),
     _spec("input", (2, 2), "input(node, i): the i-th in-anchor or none", lambda ctx: _in, "(Node, int) -> InAnchor"),
     _spec("output", (2, 2), "output(node, i): the i-th out-anchor or none", lambda ctx: _out, "(Node, int) -> OutAnchor"),
     _spec("subgraphs", (1, 1), "subgraphs(node): its subgraph instances", lambda ctx: _subgraphs,

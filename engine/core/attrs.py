@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from engine.core.lean import interned, lean_attr, lean_keys
+from engine.core.lean import _SHARED_MAX, entry_of, interned, lean_attr, lean_entry, lean_keys, shared_attr
 from engine.proto import ge_ir_pb2 as pb
 
 _LV = pb.AttrDef.ListValue
@@ -142,13 +142,43 @@ def attr_def(n, key: str):
     return op.attr[key] if op is not None else lean_attr(n, key)
 
 
+# Note [attribute values]: the passes read a few attributes of every node again and again
+# (the kernel library behind engine(node), once per node in several passes), and each read
+# of a lean node found its shared AttrDef and decoded it afresh (~1.5 us). A scalar value
+# (str, int, float, bool) is kept by the attribute entry's bytes, which a lean node's reads
+# find first: the entry is what the value is made from, and a lean node's entries do not
+# change (a write decodes the node, whose op is read from then on). A list is made anew for
+# each read, as the caller may change it. Verify mode checks every kept value.
+_VALUES: dict[bytes, Any] = {}
+_SCALARS = (str, int, float, bool)
+_MISS = object()
+
+
+def node_value(n, key: str) -> Any:
+    """attr_value(attr_def(n, key)) of graph node `n` (Note [attribute values])."""
+    if n._op is None:
+        raw = lean_entry(n, key)
+        if raw is not None:
+            v = _VALUES.get(raw, _MISS)
+            if v is _MISS:
+                v = attr_value(shared_attr(entry_of(raw)[1]))
+                if type(v) in _SCALARS:
+                    if len(_VALUES) >= _SHARED_MAX:
+                        _VALUES.clear()
+                    _VALUES[raw] = v
+            elif VERIFY_CACHES and v != attr_value(attr_def(n, key)):
+                raise AssertionError(f"node {n.name}: the kept value of {key} differs from its attribute")
+            return v
+    return attr_value(attr_def(n, key))
+
+
 def node_attr(node, key: str) -> Any:
     kind = getattr(node, "is_node", None)       # _node_of, inline (see Note [is_node])
     n = node if kind is True else node.node if kind is False else _node_of(node)
     if n is None:
         return None
-    if kind is not None:
-        return attr_value(n.attr(key))      # the key set first, a lean node read lean
+    if kind is not None:        # the key set first, a lean node read lean
+        return node_value(n, key) if key in (n.akeys or attr_keys(n)) else None
     attrs = n.op.attr           # one map access (each costs as much as the lookup)
     return attr_value(attrs[key]) if key in attrs else None
 

@@ -362,6 +362,15 @@ def lean_keys(n) -> frozenset:
     return ks - {PEER_INDEX_ATTR} if n.lflags & LEAN_STRIP_PEER else ks
 
 
+def lean_entry(n, key: str) -> bytes | None:
+    """Lean node `n`'s encoded attribute entry at `key`, or None (none there, or a key
+    repeated in its entries: its decoded op answers)."""
+    ko = n.korder or lean_order(n)
+    if ko is _DUPLICATE or key not in ko or (key == PEER_INDEX_ATTR and n.lflags & LEAN_STRIP_PEER):
+        return None
+    return n.lean.attr[ko.index(key)]
+
+
 def lean_attr(n, key: str) -> pb.AttrDef | None:
     """Lean node `n`'s AttrDef at `key` (shared, read only), or None."""
     ko = n.korder or lean_order(n)

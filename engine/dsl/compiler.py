@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from engine.core.errors import Collector, InputError, Loc, Problem, did_you_mean
-from engine.core.attrs import attr_def, attr_keys, attr_value
+from engine.core.attrs import attr_def, attr_keys, node_value
 from engine.core.graph import Node
 from engine.dsl.types import FIELD_TYPES, check_expr
 from engine.dsl.ast import (Binary, Call, Comprehension, Cond, Const, Expr, Field, Index, IsClass, Let,
@@ -83,7 +83,7 @@ class Compiler:
     def namespace(self) -> dict[str, Any]:
         """The globals generated code runs in (shared by everything this compiler builds)."""
         if self._ns is None:
-            ns: dict[str, Any] = {"_rt": _runtime, "_Node": Node, "_ak": attr_keys, "_av": attr_value, "_ad": attr_def,
+            ns: dict[str, Any] = {"_rt": _runtime, "_Node": Node, "_ak": attr_keys, "_nv": node_value,
                                   "_abt": bool_attr_true}
             for name, prim in self.scope.functions.items():
                 ns["f_" + name] = prim.fn

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine.core.attrs import _node_of, attr_def, attr_keys, attr_value, desc_attr, node_attr
+from engine.core.attrs import _node_of, attr_keys, attr_value, desc_attr, node_attr, node_value
 from engine.dsl.compiler import Primitive, bool_attr_true
 from engine.dsl.types import parse_sig
 
@@ -119,7 +119,7 @@ def _engine_reader(ctx):
             return ""
         # a graph node's key set (Note [attribute key sets]); an importer's op builder has none
         if key in (n.akeys or attr_keys(n)) if kind is not None else key in n.op.attr:
-            v = attr_value(attr_def(n, key) if kind is not None else n.op.attr[key])
+            v = node_value(n, key) if kind is not None else attr_value(n.op.attr[key])
             if isinstance(v, str) and v:
                 return v
         t = n.type
@@ -238,7 +238,7 @@ def _spec(name, arity, doc, factory, sig, effects="", inline="", total=False):
 # node, in place; {n} is a variable, {k} a string literal, {f} the primitive (for anything
 # but a graph node). The answers are the primitives' own (tests/test_dsl_inline.py).
 _KEYS = "({k} in ({n}.akeys or _ak({n})))"
-_INLINE_ATTR = f"((_av(_ad({{n}}, {{k}})) if {_KEYS} else None) if {{n}}.__class__ is _Node else {{f}}({{n}}, {{k}}))"
+_INLINE_ATTR = f"((_nv({{n}}, {{k}}) if {_KEYS} else None) if {{n}}.__class__ is _Node else {{f}}({{n}}, {{k}}))"
 _INLINE_HAS = f"({_KEYS} if {{n}}.__class__ is _Node else {{f}}({{n}}, {{k}}))"
 _INLINE_TRUE = f"(({_KEYS} and _abt({{n}}, {{k}})) if {{n}}.__class__ is _Node else {{f}}({{n}}, {{k}}))"
 

@@ -187,12 +187,12 @@ def test_no_graph(tmp_path):
 
 # ---- Note [lengths in place] -------------------------------------------------------------
 def test_saving_writes_a_large_graph_in_place_and_the_same_bytes(tmp_path, monkeypatch):
-    """Past SPILL_BYTES a graph goes to the file as it is made, behind its length's
+    """Past HOLD_BYTES a graph goes to the file as it is made, behind its length's
     reserved bytes: serialize_model's bytes, no temporary file, no move (the width
     foretold), and never more than the limit and one batch of ops held."""
     model = load_model(Path(__file__).resolve().parents[1] / "examples" / "train_step.pbtxt")
     expected = serialize_model(model)
-    monkeypatch.setattr(dumpio, "SPILL_BYTES", 2000)
+    monkeypatch.setattr(dumpio, "HOLD_BYTES", 2000)
     monkeypatch.setattr(dumpio.tempfile, "TemporaryFile", None)     # nothing is spilled to one
     most, direct, moves = [0], [], []
     real_add, real_move = dumpio._InPlace.add, dumpio._move
@@ -207,7 +207,7 @@ def test_saving_writes_a_large_graph_in_place_and_the_same_bytes(tmp_path, monke
     out = tmp_path / "out.pb"
     save_model(model, out)
     assert out.read_bytes() == expected
-    assert direct, "the root graph is larger than SPILL_BYTES, so it was written directly"
+    assert direct, "the root graph is larger than HOLD_BYTES, so it was written directly"
     largest = max(len(n.op.SerializeToString()) for n in model.all_nodes())
     assert most[0] <= 2000 + dumpio._BATCH // 3 * (largest + 4)
     assert moves == []
@@ -232,7 +232,7 @@ def test_a_length_wider_or_narrower_than_reserved_moves_the_graph(tmp_path, firs
     with os.fdopen(fd, "wb") as fh:
         fh.write(b"HEAD")
         out = dumpio._InPlace(fh, 1000)
-        dumpio.SPILL_BYTES, keep = 2000, dumpio.SPILL_BYTES
+        dumpio.HOLD_BYTES, keep = 2000, dumpio.HOLD_BYTES
         try:
             dumpio._move = lambda *a: moves.append(a[3]) or real_move(*a)
             out.add(head, None, ops)
@@ -240,7 +240,7 @@ def test_a_length_wider_or_narrower_than_reserved_moves_the_graph(tmp_path, firs
             out.close()
             fh.write(b"TAIL")
         finally:
-            dumpio.SPILL_BYTES, dumpio._move = keep, real_move
+            dumpio.HOLD_BYTES, dumpio._move = keep, real_move
     body = b"".join(parts)
     assert path.read_bytes() == b"HEAD" + dumpio._GRAPH_TAG + dumpio._varint(len(body)) + body + b"TAIL"
     assert moves == ([moved] if moved else [])

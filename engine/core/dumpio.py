@@ -975,7 +975,7 @@ def _serialize_graph(g: Graph, emit_peer_index: bool, out: "_Held | _InPlace") -
     add((head.SerializeToString(deterministic=True),))
     positions = _Positions() if emit_peer_index else None
     # Note [op batches]: the ops' pieces (tag, length as a varint, bytes) go to `out` a
-    # few hundred ops at a time, joined: one write of ~200 KB to the spill file instead
+    # few hundred ops at a time, joined: one write of ~200 KB to the output file instead
     # of ~800 small ones, and one object held instead of ~800 until the graph is written
     batch: list[bytes] = []
     put = batch.append

@@ -373,13 +373,13 @@ def lean_entry(n, key: str) -> bytes | None:
 
 def lean_attr(n, key: str) -> pb.AttrDef | None:
     """Lean node `n`'s AttrDef at `key` (shared, read only), or None."""
-    ko = n.korder or lean_order(n)
-    if ko is _DUPLICATE:
+    raw = lean_entry(n, key)
+    if raw is not None:
+        return shared_attr(entry_of(raw)[1])
+    if n.korder is _DUPLICATE:      # lean_entry read the key order
         attrs = n.op.attr
         return attrs[key] if key in attrs else None
-    if key not in ko or (key == PEER_INDEX_ATTR and n.lflags & LEAN_STRIP_PEER):
-        return None
-    return shared_attr(entry_of(n.lean.attr[ko.index(key)])[1])
+    return None
 
 
 def decode_lean(lean, model, strip_peer: int) -> pb.OpDef:

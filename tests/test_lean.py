@@ -298,24 +298,35 @@ def _ops_for_the_canonical_test() -> dict[str, tuple[bytes, bool]]:
         "desc": (op("desc", descs=[desc]), True),
         "id_twice": (op("id_twice") + b"\xa8\x01\x00", False),        # the id again: the last one counts
         "default_written": (op("default_written")[:-3] + b"\xa0\x01\x00" + op("x")[-3:], False),  # has_out_attr: false
+        # Note [compact size]: the fields of a compact op given in another order (type
+        # first): its compact encoding, in number order, is what a save writes
+        "fields_out_of_order": (LeanOpDef(type="Data").SerializeToString() + LeanOpDef(name="fields_out_of_order", id=7)
+                                .SerializeToString(), True),
+        # field 47 (a varint): not compact, but upb keeps it in the lean op and the decoded one alike
+        "unknown_field": (op("unknown_field") + b"\xf8\x02\x01", True),
     }
     return ops
 
 
 def test_the_canonical_test_at_load_is_the_full_re_encoding_where_it_says_canonical(tmp_path):
     """Note [canonical at load]: the loader's test, made of parts, never calls an op
-    canonical that the full re-encoding is not (its save would then differ); it calls
-    each plain canonical op canonical; and every op, whatever its flag, saves as its
-    decoded op does."""
+    canonical whose lean form does not encode to the full re-encoding (its save would then
+    differ); it calls each plain canonical op canonical; and every op, whatever its flag,
+    saves as its decoded op does."""
+    from engine.core.lean import CompactOp
     ops = _ops_for_the_canonical_test()
     for name, (raw, _) in ops.items():
         LeanOpDef.FromString(raw)       # each is a well-formed op
     path = _raw_dump([raw for raw, _ in ops.values()], tmp_path)
     model = load_model(path)
     for name, (raw, may) in ops.items():
-        flag = bool(model.root.by_name[name].lflags & LEAN_CANON)
-        assert not flag or _canonical(raw), name
+        n = model.root.by_name[name]
+        flag = bool(n.lflags & LEAN_CANON)
+        assert not flag or n.lean.SerializeToString() == pb.OpDef.FromString(raw).SerializeToString(deterministic=True), name
         assert flag == may, name
+        if flag:
+            assert _canonical(raw) == (name != "fields_out_of_order"), name
+        assert (type(n.lean) is CompactOp) == (flag and name != "unknown_field"), name
     assert serialize_model(model) == serialize_model(build_model(read_modeldef(path), str(path)))
 
 
@@ -402,10 +413,18 @@ def test_a_compact_op_encodes_as_upb_encodes_its_lean_op(op_id):
     compact = CompactOp(fields["name"], "T", fields["input"], fields["attr"], True, op_id, b"",
                         tuple(fields["input_desc"]), tuple(fields["output_desc"]), ("s",))
     assert compact.SerializeToString() == lean_op.SerializeToString()
+    assert compact.encoded_size() == len(lean_op.SerializeToString())       # Note [compact size]
     tail = LeanOpDef(stream_id=3, input_i=[1, 2], is_input_const=[True]).SerializeToString()
     compact.tail = tail
     lean_op.MergeFromString(tail)
     assert compact.SerializeToString() == lean_op.SerializeToString()
+    assert compact.encoded_size() == len(lean_op.SerializeToString())
+    # inputs of 127, 128 and 20,000 bytes (one, two and three bytes of length), one not ASCII
+    for entries in (["a" * 127], ["a" * 127, "b:0"], ["a" * 128], ["\u00e9" * 64], ["x" * 20000, "y:1"]):
+        compact.input = entries
+        del lean_op.input[:]
+        lean_op.input.extend(entries)
+        assert compact.encoded_size() == len(compact.SerializeToString()) == len(lean_op.SerializeToString()), entries
 
 
 # ---- Note [attribute values] (engine/core/attrs.py) --------------------------------------

@@ -456,7 +456,7 @@ def _read_lean_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: lis
                 attr, ins, outs = raws, tuple(ind), tuple(outd)
             c = CompactOp(name, n.type, entries, attr, lean.has_out_attr, lean.id, b"", interned(_DESC_TUPLES, ins),
                           interned(_DESC_TUPLES, outs), tuple(names) if names else ())
-            if c.SerializeToString() == own:
+            if c.encoded_size() == span[1] - span[0]:     # Note [compact size]
                 n.lean = c
             elif not lean.HasField("attr_groups"):
                 c.tail = interned(_TAILS, tail_of(lean))     # GE's built models: fields 22-32
@@ -470,10 +470,12 @@ def _read_lean_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: lis
         n.lflags = (LEAN_CANON if canon else 0) | (LEAN_STRIP_PEER if vals is not None else 0)
         n.lpeer = vals
         if VERIFY_CACHES and canon:
-            raw = bytes(own)
-            if pb.OpDef.FromString(raw).SerializeToString(deterministic=True) != raw:
+            raw = n.lean.SerializeToString()
+            if raw != own and n.lean is not c:
+                raise AssertionError(f"node {name}: a lean op called canonical whose encoding is not its bytes")
+            if pb.OpDef.FromString(bytes(own)).SerializeToString(deterministic=True) != raw:
                 raise AssertionError(f"node {name}: the canonical test at load passed an op whose full "
-                                     "re-encoding differs from its bytes")
+                                     "re-encoding differs from its lean encoding")
         if entries:
             inputs.append((n, entries, vals))
         elif not n.ins:

@@ -148,14 +148,15 @@ def lean_order(n) -> tuple:
 
 # Note [canonical at load]: a save writes a canonical undecoded op from its lean message
 # (Note [lean save] in engine/core/dumpio.py), so the loader must know which ops are
-# canonical: those whose bytes are what SerializeToString(deterministic=True) of the
-# decoded op would write. Parsing every op fully to re-encode it was most of the load's
-# time and a second copy of each run of ops in memory. The test is made of parts instead,
-# each cheap: an op is canonical when
+# canonical: those whose lean form encodes to what SerializeToString(deterministic=True)
+# of the decoded op would write. Parsing every op fully to re-encode it was most of the
+# load's time and a second copy of each run of ops in memory. The test is made of parts
+# instead, each cheap: an op is canonical when
 #   - its fields are encoded as upb writes them: its compact op's encoding (Note [compact
-#     ops]) is its own bytes, or else (a rarer field is there) its lean message's re-encoding
-#     is (the fields outside the attributes and descriptors are upb's in both forms, and
-#     each attribute entry is key then value);
+#     ops]) is as long as its own bytes (Note [compact size]: then it is those fields in
+#     number order), or else (a rarer field is there) its lean message's re-encoding is
+#     its bytes (the fields outside the attributes and descriptors are upb's in both
+#     forms, and each attribute entry is key then value);
 #   - its keys are in the order a deterministic encoding writes a map with them, none
 #     twice (`key_order`, once per key order);
 #   - each attribute value and each descriptor is the canonical encoding of its message,
@@ -252,8 +253,8 @@ def encode_entry(key: str, value: bytes) -> bytes:
 # the op's arena, and a run's arena lives as long as any of its ops); a compact op is
 # ~0.4 KB. `CompactOp` has the lean message's field names, so whatever reads a lean op
 # reads it alike, and `SerializeToString` writes the canonical encoding, field by field
-# as upb does. The loader makes an op compact only when that encoding is the op's own
-# bytes, which also proves the op has no other field (each would have added bytes).
+# as upb does. The loader makes an op compact only when that encoding is as long as the
+# op's own bytes, which proves the op has no other field (Note [compact size]).
 _NO_FIELDS = LeanOpDef()
 _OP_FIELDS = frozenset(f.name for f in LeanOpDef.DESCRIPTOR.fields)
 _LEN = [encode_varint(k) for k in range(1 << 14)]   # the length prefixes of nearly all pieces
@@ -315,6 +316,62 @@ class CompactOp:
         for text in self.subgraph_name:
             put(_framed(b"\x9a\x02", text.encode()))
         return b"".join(parts)
+
+
+    def encoded_size(self) -> int:
+        """The length of `SerializeToString()`, without making it (Note [compact size])."""
+        size = 0
+        for text in (self.name, self.type):
+            if text:
+                k = len(text) if text.isascii() else len(text.encode())
+                size += 1 + _varint_size(k) + k
+        entries = self.input
+        if entries:
+            if max(map(len, entries)) < 0x80 and "".join(entries).isascii():  # one byte of length each
+                size += 2 * len(entries) + sum(map(len, entries))
+            else:
+                for text in entries:
+                    k = len(text.encode())
+                    size += 1 + _varint_size(k) + k
+        if self.attr:
+            size += _framed_size(_FRAMED_ATTR, b"\x52", self.attr)
+        if self.has_out_attr:
+            size += 3
+        i = self.id
+        if i:
+            size += 2 + (_varint_size(i) if i > 0 else len(encode_varint(i)))
+        size += len(self.tail)
+        if self.input_desc:
+            size += _framed_size(_FRAMED_IN, b"\x8a\x02", self.input_desc)
+        if self.output_desc:
+            size += _framed_size(_FRAMED_OUT, b"\x92\x02", self.output_desc)
+        for text in self.subgraph_name:
+            k = len(text.encode())
+            size += 2 + _varint_size(k) + k
+        return size
+
+
+# Note [compact size]: the loader makes a canonical op compact when its compact encoding
+# is as long as its own bytes, which it tells without making that encoding (it was a
+# quarter of the load). The compact fields are the values the op's bytes parse to; each
+# such field in the bytes is at least as long as its shortest encoding, which is what
+# `SerializeToString` writes, and whatever else the bytes hold (another field, a field
+# given twice, an explicit default, an unknown field, a longer varint) adds bytes. So the
+# lengths are equal only when the bytes are the compact fields, each encoded as upb
+# writes it: the compact encoding is then the bytes' fields in number order, what a
+# deterministic save of the decoded op writes (given the other parts of Note [canonical
+# at load]), even if the bytes had them in another order.
+def _varint_size(k: int) -> int:
+    """The length of a non-negative varint."""
+    return 1 if k < 0x80 else 2 if k < 0x4000 else 3 if k < 0x200000 else len(encode_varint(k))
+
+
+def _framed_size(table: dict, tag: bytes, items) -> int:
+    """The length of `_framed_all(table, tag, items)` (which fills the table alike)."""
+    try:
+        return sum(map(len, map(table.__getitem__, items)))
+    except KeyError:
+        return len(_framed_all(table, tag, items))
 
 
 def _framed(tag: bytes, raw: bytes) -> bytes:

@@ -68,3 +68,40 @@ def test_past_the_cache_bound_each_node_gets_its_own_maps(graph, monkeypatch):
     assert len(graph_mod._PORT_CACHE) == 2
     again = _node(graph, "again", ["in4", "v"], ["out4"])
     assert again.ports() == nodes[4].ports() and again.ports() is not nodes[4].ports()
+
+
+def test_lean_nodes_read_their_port_maps_from_the_entries_once_per_key_order(monkeypatch):
+    """Note [lean port entries]: every lean node of a training step (dump attributes and
+    all) reads the maps its decoded op would; nodes whose port entries are equal share one
+    map object; the port keys are looked up once per key order, not per node."""
+    from benchmarks.gen_graph import make_model, serialize
+    from engine.core.dumpio import build_lean_model
+    monkeypatch.setattr(graph_mod, "_PORT_PLACES", {})
+    monkeypatch.setattr(graph_mod, "_LEAN_PORTS", {})
+    data = serialize(make_model(2000, dump_attrs=True))
+    model = build_lean_model(data, "step.pb")
+    ops = {(g.name, op.name): op for g in pb.ModelDef.FromString(data).graph for op in g.op}
+    found = {}
+    orders = set()
+    nodes = [(g, n) for g in model.graph_order for n in g.node_list()]
+    assert all(n._op is None for _, n in nodes)
+    for g, n in nodes:
+        ports = n.ports()
+        orders.add(n.korder)
+        assert ports == graph_mod.port_names(ops[(g.name, n.name)]).pair, n.name
+        assert [n.input_name(i) for i in range(len(n.ins))] == [graph_mod.port_names(ops[(g.name, n.name)]).in_names.get(i)
+                                                               for i in range(len(n.ins))]
+        found.setdefault(id(n._ports), []).append(n)
+        assert n._op is None            # read without decoding
+    assert len(graph_mod._PORT_PLACES) == len(orders) < len(nodes) // 4
+    assert len(graph_mod._LEAN_PORTS) == len(found) < len(nodes)
+    named = [n for _, n in nodes if n.ports()[0]]
+    assert len(named) > len(nodes) // 2         # the dump names most nodes' ports
+    # past the bound a node's maps are its own, and still right
+    monkeypatch.setattr(graph_mod, "_LEAN_PORTS", {})
+    monkeypatch.setattr(graph_mod, "_PORT_PLACES", {})
+    monkeypatch.setattr(graph_mod, "_PORT_CACHE_MAX", 1)
+    model = build_lean_model(data, "step.pb")
+    again = [n for g in model.graph_order for n in g.node_list()]
+    assert [n.ports() for n in again] == [n.ports() for _, n in nodes]
+    assert len(graph_mod._LEAN_PORTS) == 1 and len(graph_mod._PORT_PLACES) <= 1

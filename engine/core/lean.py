@@ -317,7 +317,6 @@ class CompactOp:
             put(_framed(b"\x9a\x02", text.encode()))
         return b"".join(parts)
 
-
     def encoded_size(self) -> int:
         """The length of `SerializeToString()`, without making it (Note [compact size])."""
         size = 0

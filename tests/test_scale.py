@@ -369,3 +369,26 @@ def test_scale_table_measures_the_command_too(tmp_path, capsys):
         assert name in rows, f"no row {name!r} in:\n{out}"
     cpu = rows["memconflict run (CPU)"]
     assert float(cpu[-3]) > 0 and float(cpu[-2]) > 0     # the command ran at both sizes
+
+
+def test_ab_scale_pairs_each_rounds_totals(monkeypatch, capsys):
+    """benchmarks/ab_scale.py alternates the two trees (old first, then new first, ...),
+    prints the best of each side per stage, and then each round's two totals with their
+    ratio and the median ratio, which a drifting machine cannot bias the way it can bias
+    two best-of figures taken at different times."""
+    from benchmarks import ab_scale
+    totals = {"OLD": iter([10.0, 12.0, 11.0]), "NEW": iter([9.0, 13.0, 10.0])}
+    calls = []
+
+    def fake_run(tree, size, cache):
+        calls.append(tree)
+        return {"load": 1.0 if tree == "OLD" else 0.5, "total": next(totals[tree])}
+
+    monkeypatch.setattr(ab_scale, "run", fake_run)
+    assert ab_scale.main(["OLD", "NEW", "--rounds", "3"]) == 0
+    assert calls == ["OLD", "NEW", "NEW", "OLD", "OLD", "NEW"]
+    out = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in out if line and not line.startswith(("round", "median", "stage"))}
+    assert rows["load"] == ["1.00", "0.50", "-50%"] and rows["total"] == ["10.00", "9.00", "-10%"]
+    assert "round 2: total 12.00 -> 13.00 s, new/old 1.083" in out
+    assert out[-1] == "median new/old 0.909 over 3 round(s); new faster in 2"

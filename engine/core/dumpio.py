@@ -446,7 +446,7 @@ def _read_lean_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: lis
             raise _NotLean from None
         entries = lean.input[:]
         names = lean.subgraph_name[:]
-        own = mv[span[0]:span[1]]
+        size = span[1] - span[0]
         if canon:
             # Note [compact ops]: the shared bytes objects (those tables hold every entry and
             # descriptor of a canonical op, unless one was reset meanwhile)
@@ -456,20 +456,22 @@ def _read_lean_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: lis
                 attr, ins, outs = raws, tuple(ind), tuple(outd)
             c = CompactOp(name, n.type, entries, attr, lean.has_out_attr, lean.id, b"", interned(_DESC_TUPLES, ins),
                           interned(_DESC_TUPLES, outs), tuple(names) if names else ())
-            if c.encoded_size() == span[1] - span[0]:     # Note [compact size]
+            if c.encoded_size() == size:      # Note [compact size]
                 n.lean = c
             elif not lean.HasField("attr_groups"):
                 c.tail = interned(_TAILS, tail_of(lean))     # GE's built models: fields 22-32
-                if c.tail and c.SerializeToString() == own:
+                if c.tail and c.encoded_size() == size:
                     n.lean = c
         if n.lean is None:
             # a lean op of its own (the run's message is let go), canonical when its parts
             # are and its fields re-encode to its bytes (a rarer field is there)
+            own = mv[span[0]:span[1]]
             n.lean = lean = LeanOpDef.FromString(own)
             canon = canon and lean.SerializeToString() == own
         n.lflags = (LEAN_CANON if canon else 0) | (LEAN_STRIP_PEER if vals is not None else 0)
         n.lpeer = vals
         if VERIFY_CACHES and canon:
+            own = mv[span[0]:span[1]]
             raw = n.lean.SerializeToString()
             if raw != own and n.lean is not c:
                 raise AssertionError(f"node {name}: a lean op called canonical whose encoding is not its bytes")

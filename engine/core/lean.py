@@ -329,9 +329,7 @@ class CompactOp:
             if max(map(len, entries)) < 0x80 and "".join(entries).isascii():  # one byte of length each
                 size += 2 * len(entries) + sum(map(len, entries))
             else:
-                for text in entries:
-                    k = len(text.encode())
-                    size += 1 + _varint_size(k) + k
+                size += sum(1 + _text_size(text) for text in entries)
         if self.attr:
             size += _framed_size(_FRAMED_ATTR, b"\x52", self.attr)
         if self.has_out_attr:
@@ -345,14 +343,14 @@ class CompactOp:
         if self.output_desc:
             size += _framed_size(_FRAMED_OUT, b"\x92\x02", self.output_desc)
         for text in self.subgraph_name:
-            k = len(text.encode())
-            size += 2 + _varint_size(k) + k
+            size += 2 + _text_size(text)
         return size
 
 
 # Note [compact size]: the loader makes a canonical op compact when its compact encoding
 # is as long as its own bytes, which it tells without making that encoding (it was a
-# quarter of the load). The compact fields are the values the op's bytes parse to; each
+# quarter of the load). The compact fields are the values the op's bytes parse to (fields
+# 22-32 as `tail`, which tail_of encodes as upb does, alike); each
 # such field in the bytes is at least as long as its shortest encoding, which is what
 # `SerializeToString` writes, and whatever else the bytes hold (another field, a field
 # given twice, an explicit default, an unknown field, a longer varint) adds bytes. So the
@@ -363,6 +361,12 @@ class CompactOp:
 def _varint_size(k: int) -> int:
     """The length of a non-negative varint."""
     return 1 if k < 0x80 else 2 if k < 0x4000 else 3 if k < 0x200000 else len(encode_varint(k))
+
+
+def _text_size(text: str) -> int:
+    """The length of a string field's value with its length prefix (the tag not counted)."""
+    k = len(text.encode())
+    return _varint_size(k) + k
 
 
 def _framed_size(table: dict, tag: bytes, items) -> int:

@@ -172,7 +172,7 @@ def test_disk_full_on_the_last_output_changes_nothing(tmp_path, capsys, monkeypa
 
 # ---- exit statuses ----------------------------------------------------------------------
 def test_ctrl_c_exits_130_and_leaves_no_outputs(tmp_path, capsys, monkeypatch):
-    def interrupted(ctx, specs):
+    def interrupted(ctx, specs, **_):
         raise KeyboardInterrupt
     monkeypatch.setattr(manager, "run_passes", interrupted)
     graph, rj = tmp_path / "g.pbtxt", tmp_path / "r.json"
@@ -199,7 +199,7 @@ def test_ctrl_c_while_writing_removes_temporaries(tmp_path, capsys, monkeypatch)
 
 
 def test_internal_error_exits_4_with_the_traceback_saved(tmp_path, capsys, monkeypatch):
-    def broken(ctx, specs):
+    def broken(ctx, specs, **_):
         raise ZeroDivisionError("division by zero\nsecond line")
     monkeypatch.setattr(manager, "run_passes", broken)
     code, _, err = run(RUN + ["--out", tmp_path / "g.pbtxt", "--quiet"], capsys)
@@ -218,7 +218,7 @@ def test_internal_error_exits_4_with_the_traceback_saved(tmp_path, capsys, monke
 
 
 def test_memory_error_names_the_graph_and_its_nodes(capsys, monkeypatch):
-    def exhausted(ctx, specs):
+    def exhausted(ctx, specs, **_):
         raise MemoryError
     monkeypatch.setattr(manager, "run_passes", exhausted)
     code, _, err = run(RUN + ["--quiet"], capsys)

@@ -92,9 +92,9 @@ def run_graph(args, progress, setup=None, pack=None, prepare=None):
     if prepare is not None:
         prepare(ctx)
     with no_gc():       # Note [gc] in engine/passes/manager.py: off over the whole list
-        for k, spec in enumerate(passes, 1):   # one at a time, for the progress line
-            progress.stage(f"pass {k}/{len(passes)} {spec.id}", lambda: len(ctx.insertions))
-            run_passes(ctx, [spec])
+        # one call for the whole list (Note [handed-on symbol tables]), a progress line a pass
+        run_passes(ctx, passes, before=lambda k, spec: progress.stage(f"pass {k}/{len(passes)} {spec.id}",
+                                                                       lambda: len(ctx.insertions)))
         # Note [gc]: and what they made is frozen with the model (a batch run unfreezes it):
         # the first collection after them would walk all of it, 0.7 s at 100k nodes, to free
         # ~20 MiB (the nodes the passes removed; their cycles now wait for the exit)

@@ -488,7 +488,10 @@ class Graph:
         node.alive = False
 
     def reorder(self, order: list[Node]) -> None:
-        """Replace the node order (used by topological sorting)."""
+        """Replace the node order (used by topological sorting); counted in the model's
+        `reorders` (Note [handed-on symbol tables] in engine/passes/manager.py)."""
+        if self.model is not None:
+            self.model.reorders += 1
         self.head = self.tail = None
         self.count = 0
         prev = None
@@ -520,6 +523,7 @@ class Model:
         # names taken from the pack, ops imported without GE's IR (engine/core/importers)
         self.notes: list[tuple[str, str]] = []
         self._ops: pb.GraphDef | None = None      # Note [op memory]
+        self.reorders = 0           # Graph.reorder calls: a sort that found the order kept adds none
 
     def new_op(self, name: str, type_: str) -> pb.OpDef:
         """A new, empty OpDef for a node the passes add to this model.

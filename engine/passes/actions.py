@@ -101,9 +101,19 @@ class Rewriter:
         self.inserts = inserts
         self.hooks = hooks
         self.why = Why("", None, {})
+        # whether an action may have edited the graph: any action but a sort that kept the
+        # order (Note [handed-on symbol tables] in engine/passes/manager.py)
+        self.changed = False
 
     def bound(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in ACTION_PRIMS}
+        return {name: self._editing(getattr(self, name)) if name != "topo_sort" else self.topo_sort
+                for name in ACTION_PRIMS}
+
+    def _editing(self, action):
+        def run(*args):
+            self.changed = True
+            return action(*args)
+        return run
 
     # ---- helpers ------------------------------------------------------------------------
     def _spec_of(self, name: str) -> InsertSpec:
@@ -313,7 +323,11 @@ class Rewriter:
 
     def topo_sort(self, graph: Graph) -> Graph:
         """ComputeGraph::TopologicalSorting (surgery.topo_sort_model); a cycle fails the pass."""
-        cyclic = surgery.topo_sort_model(graph.model, graph)
+        model = graph.model
+        reorders = model.reorders
+        cyclic = surgery.topo_sort_model(model, graph)
+        if model.reorders != reorders:
+            self.changed = True
         if cyclic:
             raise PassFailure(self.pass_id, f"graph '{cyclic[0].name}' has a cycle; it cannot be sorted topologically")
         return graph

@@ -105,6 +105,10 @@ class RunContext:
     probe: Any = None                   # the why-not probe (engine/passes/probe.py), None: record nothing
     budgets: dict = field(default_factory=dict)         # `--budget`: pass id → work units (engine/passes/budget.py)
     budget_events: list = field(default_factory=list)   # budgets that ran out (BudgetEvent)
+    # Note [handed-on symbol tables]: graph → (the pass serial it was left in, its SymbolTable)
+    symbol_tables: dict = field(default_factory=dict)
+    pass_serial: int = 0                # passes begun in this run (run_passes counts them)
+    graph_kept: bool | None = None      # True: the current pass vouches it edited nothing
     _symbol_builder: Any = None
 
     def symbol_builder(self):
@@ -113,6 +117,24 @@ class RunContext:
             from engine.passes.symbols import symbol_builder
             self._symbol_builder = symbol_builder(self)
         return self._symbol_builder
+
+    def leave_symbols(self, graph, table) -> None:
+        """Hand `table`, the symbol table of `graph` as the graph is now, on to a later pass
+        of this run_passes call (Note [handed-on symbol tables])."""
+        self.symbol_tables[graph] = (self.pass_serial, table)
+
+    def take_symbols(self, graph):
+        """The table a pass before this one left for `graph` with nothing edited since, or
+        None; a table is taken once (its taker may change it)."""
+        left = self.symbol_tables.pop(graph, None)
+        return left[1] if left is not None and left[0] != self.pass_serial else None
+
+    def passed(self) -> None:
+        """After each pass: tables left before it go unless it vouched it edited nothing."""
+        if self.graph_kept is not True and self.symbol_tables:
+            serial = self.pass_serial
+            self.symbol_tables = {g: left for g, left in self.symbol_tables.items() if left[0] == serial}
+        self.graph_kept = None
 
     def record(self, ins: Insertion) -> None:
         """Keep an insertion, and its neighbourhood the moment the pass records it (the

@@ -8,6 +8,7 @@ runs in order, each step gated by its DSL `gate` over the options.
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 from engine.passes.context import Diagnostic, PassRun, RunContext
 from engine.dsl.compiler import Compiler
@@ -73,16 +74,35 @@ def check_graph(ctx: RunContext) -> None:
         raise InputError(problems)
 
 
-def run_passes(ctx: RunContext, passes: list[PassSpec]) -> None:
+def run_passes(ctx: RunContext, passes: list[PassSpec], before: Callable[[int, PassSpec], None] | None = None,
+               after: Callable[[int, PassSpec], None] | None = None) -> None:
+    """Run `passes` in order on ctx's model; `before(k, spec)` / `after(k, spec)`, when
+    given, are called around the k-th (from 1), e.g. for a progress line or a timing.
+
+    Note [handed-on symbol tables]: a pass may leave the symbol table of a graph for a later
+    pass of this call (RunContext.leave_symbols), which takes it instead of building the same
+    table again (the in-place pass takes the layout pass's: ~5 % of a run). A table is only
+    left by a pass that edited nothing after building it, and it goes after any later pass
+    that does not vouch it edited nothing (a rewrite pass whose actions, if any, were sorts
+    that left the order as it was: Rewriter.changed); the tables also go when this call
+    returns, as code between two calls may edit the model. With MEMCONFLICT_VERIFY_CACHES=1
+    a taker builds the table anew and checks the two are the same."""
     # Note [gc]: passes allocate much and free little. The collector stays off over the
     # whole list, not pass by pass: back on between passes, each first collection walked
     # what the pass before had made (10 collections, 0.33 s at 100k nodes)
-    with no_gc():
-        _run_each(ctx, passes)
+    try:
+        with no_gc():
+            _run_each(ctx, passes, before, after)
+    finally:
+        ctx.symbol_tables = {}
 
 
-def _run_each(ctx: RunContext, passes: list[PassSpec]) -> None:
-    for spec in passes:
+def _run_each(ctx: RunContext, passes: list[PassSpec], before, after) -> None:
+    for k, spec in enumerate(passes, 1):
+        if before is not None:
+            before(k, spec)
+        ctx.pass_serial += 1
+        ctx.graph_kept = None
         algo = ctx.pack.algorithms[spec.algorithm]
         cfg = ctx.pack.configs[algo.section]
         ctx.current_pass = spec.id
@@ -101,8 +121,10 @@ def _run_each(ctx: RunContext, passes: list[PassSpec]) -> None:
                 exc.context = ctx          # what the run had done (run --sarif records the failure)
                 raise
             status, message = "warned", str(exc)
+            ctx.graph_kept = False     # whatever it vouched before it failed
             ctx.diagnostics.append(Diagnostic("PASS_FAILED", "warning", str(exc), spec.id,
                                               {"node": exc.node} if exc.node else {}))
+        ctx.passed()
         ctx.pass_runs.append(PassRun(spec.id, ctx.model.root.name, time.perf_counter() - t0,
                                      len(ctx.insertions) - done_before[0], len(ctx.removals) - done_before[1],
                                      status, message))
@@ -113,3 +135,5 @@ def _run_each(ctx: RunContext, passes: list[PassSpec]) -> None:
                 check_shared()
             except AssertionError as exc:
                 raise AssertionError(f"after pass {spec.id}: {exc}") from None
+        if after is not None:
+            after(k, spec)

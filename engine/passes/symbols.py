@@ -226,6 +226,15 @@ class SymbolBuilder:
         return False
 
 
+def check_same_table(kept: SymbolTable, built: SymbolTable, graph: Graph) -> None:
+    """Verify mode (MEMCONFLICT_VERIFY_CACHES=1): a table handed on to a later pass is the
+    one building it now gives, symbol by symbol and anchor by anchor, in order (Note
+    [handed-on symbol tables] in engine/passes/manager.py)."""
+    if list(kept.anchors.items()) != list(built.anchors.items()) or list(kept.of.items()) != list(built.of.items()):
+        raise AssertionError(f"graph {graph.name}: a symbol table handed on from an earlier pass differs "
+                             "from the one its graph gives now")
+
+
 def symbol_builder(ctx) -> SymbolBuilder:
     cfg = ctx.pack.configs.get("symbols")
     if cfg is None:

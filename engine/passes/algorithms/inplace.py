@@ -19,12 +19,13 @@ from engine.dsl.compiler import Compiler
 from engine.dsl.ast import Call, Expr, walk
 from engine.core.errors import Cite, Collector, Loc
 from engine.core.graph import Graph, InAnchor, OutAnchor, writable_desc
+from engine.core.lean import VERIFY_CACHES
 from engine.pack.model import Pack
 from engine.pack.loader import parse_rule_expr
 from engine.dsl.library import bound_functions
 from engine.core.attrs import attr_keys, node_attr
 from engine.core.schema import Reader
-from engine.passes.symbols import SymbolTable
+from engine.passes.symbols import SymbolTable, check_same_table
 from engine.passes.algorithms.ctrl_conflict import CtrlNodeConflict
 from engine.passes.algorithms.layout import LayoutPass
 from engine.passes.probe import ISOLATED, NO_CONFLICT, Step, expr_cite
@@ -122,7 +123,13 @@ class InplacePass:
     def run(self, graph: Graph) -> None:
         model = self.ctx.model
         lp = self.lp
-        table = lp.sym.build(model, graph)
+        # Note [handed-on symbol tables] (engine/passes/manager.py): the layout pass's, when
+        # nothing was edited since it was built
+        table = self.ctx.take_symbols(graph)
+        if table is None:
+            table = lp.sym.build(model, graph)
+        elif VERIFY_CACHES:
+            check_same_table(table, lp.sym.build(model, graph), graph)
         # one node list for both walks: neither edits the graph (predicates cannot: the type checker
         # refuses an editing function outside actions; the chosen pairs are written after both)
         nodes = model.all_nodes(graph)

@@ -319,6 +319,7 @@ class LayoutPass:
         self.sym = symbol_builder(ctx)
         self.table: SymbolTable | None = None
         self.graph: Graph | None = None
+        self.solved = False             # whether solve ran in this run (it edits the graph)
         self.marks: dict[Any, tuple[str, ...]] = {}     # Note [shared mark tuples]
         self._tuples: dict[tuple, tuple] = {}
         self._active_cache: dict = {}
@@ -425,8 +426,16 @@ class LayoutPass:
         # where a second sort changes nothing
         if len(self.ctx.insertions) != inserted:
             surgery.topo_sort_model(self.ctx.model)
+        self.solved = False
+        tables = []
         for g in targets:
             self.process(g)
+            tables.append((g, self.table))
+        # Note [handed-on symbol tables] (engine/passes/manager.py): with nothing solved the
+        # graphs are as the tables were built on them
+        if not self.solved:
+            for g, table in tables:
+                self.ctx.leave_symbols(g, table)
 
     def process(self, g: Graph) -> None:
         model = self.ctx.model
@@ -805,6 +814,7 @@ class LayoutPass:
         return picked
 
     def solve(self, found: dict, symbol: str, anchors: list) -> None:
+        self.solved = True
         for x in sorted(found, key=lambda t: t.key):
             if self.f_skip_insert(x):
                 continue

@@ -586,7 +586,15 @@ def compiled(ctx, family: Family, spec) -> _Compiled:
 
 
 def _run(ctx, graph: Graph, family: Family, spec) -> None:
-    compiled(ctx, family, spec).run(graph)
+    c = compiled(ctx, family, spec)
+    c.rewriter.changed = False
+    c.run(graph)
+    # Note [handed-on symbol tables] (engine/passes/manager.py): a run whose actions edited
+    # nothing vouches for the graph (every graph of the pass must)
+    if c.rewriter.changed:
+        ctx.graph_kept = False
+    elif ctx.graph_kept is None:
+        ctx.graph_kept = True
 
 
 def family_algorithm(section: str, doc: str) -> Algorithm:

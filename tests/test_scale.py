@@ -392,3 +392,32 @@ def test_ab_scale_pairs_each_rounds_totals(monkeypatch, capsys):
     assert rows["load"] == ["1.00", "0.50", "-50%"] and rows["total"] == ["10.00", "9.00", "-10%"]
     assert "round 2: total 12.00 -> 13.00 s, new/old 1.083" in out
     assert out[-1] == "median new/old 0.909 over 3 round(s); new faster in 2"
+
+
+def test_ab_instructions_counts_three_steps_a_tree_and_takes_differences(monkeypatch, capsys, tmp_path):
+    """benchmarks/ab_instructions.py: cachegrind's count read from its summary, three runs a
+    tree (start-up, + load, + the rest), the parts as differences, and a clear exit without
+    valgrind."""
+    from benchmarks import ab_instructions as ab
+    assert ab.parse_refs("==23886== \n==23886== I   refs:      7,720,019,607\n") == 7_720_019_607
+    with pytest.raises(RuntimeError, match="no instruction count"):
+        ab.parse_refs("==1== ERROR SUMMARY: 0 errors\n")
+    fake = {("OLD", "start"): 2_000_000_000, ("OLD", "load"): 3_000_000_000, ("OLD", "all"): 8_000_000_000,
+            ("NEW", "start"): 2_000_000_000, ("NEW", "load"): 2_900_000_000, ("NEW", "all"): 7_400_000_000}
+    runs, compiled = [], []
+    monkeypatch.setattr(ab, "count", lambda tree, step, graph, out: runs.append((tree, step)) or fake[(tree, step)])
+    monkeypatch.setattr(ab, "compile_tree", compiled.append)
+    monkeypatch.setattr(ab.shutil, "which", lambda name: "/usr/bin/valgrind")
+    g = tmp_path / "g.pb"
+    assert ab.main(["OLD", "NEW", "--graph", str(g), "--cache", str(tmp_path)]) == 0
+    assert compiled == ["OLD", "NEW"]
+    assert runs == [("OLD", "start"), ("NEW", "start"), ("OLD", "load"), ("NEW", "load"), ("OLD", "all"), ("NEW", "all")]
+    out = capsys.readouterr().out.splitlines()
+    rows = {line[:22].strip(): line[22:].split() for line in out[2:]}
+    assert rows["start-up"] == ["2.000", "2.000", "+0.0%"]
+    assert rows["load"] == ["1.000", "0.900", "-10.0%"]
+    assert rows["passes + save"] == ["5.000", "4.500", "-10.0%"]
+    assert rows["total after start-up"] == ["6.000", "5.400", "-10.0%"]
+    monkeypatch.setattr(ab.shutil, "which", lambda name: None)
+    assert ab.main(["OLD", "NEW", "--graph", str(g)]) == 2
+    assert "valgrind is not installed" in capsys.readouterr().err

@@ -458,3 +458,55 @@ def test_a_lean_nodes_scalar_values_are_read_once_and_lists_afresh(tmp_path, mon
     other = next(o for o in nodes if o is not n and o._op is None and key in attr_keys(o))
     node_value(other, key)
     assert decoded                                          # a value not kept is decoded
+
+
+def test_ops_with_the_same_attribute_bytes_are_read_once(tmp_path, monkeypatch):
+    """Note [attribute runs]: the second op with an attribute list's bytes takes the first's
+    verdicts without looking its entries up; what lies outside the list is still tested, a
+    list that is not canonical is never kept, and the save is the full reader's."""
+    from engine.core import dumpio
+    from engine.core.lean import CompactOp, PEER_INDEX_ATTR
+    monkeypatch.setattr(dumpio, "_ATTR_RUNS", {})
+    monkeypatch.setattr(dumpio, "_ATTR_RUN", dumpio._ATTR_RUNS.get)
+    looked: list[bytes] = []
+    real_key = dumpio._ENTRY_KEY
+    monkeypatch.setattr(dumpio, "_ENTRY_KEY", lambda raw: looked.append(raw) or real_key(raw))
+    good = [encode_entry(PEER_INDEX_ATTR, _attr([3, -1])), encode_entry("a", _attr("x")), encode_entry("b", _attr(3))]
+    bad = [encode_entry("b", _attr("x")), encode_entry("a", _attr("y"))]         # out of key order
+    shape_first = pb.TensorDescriptor(layout="ND").SerializeToString() + pb.TensorDescriptor(name="y").SerializeToString()
+
+    def op(name, entries, descs=()):
+        o = LeanOpDef(name=name, type="Data", id=7)
+        o.attr.extend(entries)
+        o.output_desc.extend(descs)
+        return o.SerializeToString()
+
+    desc = pb.TensorDescriptor(name="y", dtype=pb.DT_FLOAT, layout="ND").SerializeToString(deterministic=True)
+    checked: list[list] = []
+    real_check = dumpio.nested_canonical
+    monkeypatch.setattr(dumpio, "nested_canonical", lambda raws, values: checked.append(list(raws)) or
+                        real_check(raws, values))
+    monkeypatch.setattr(dumpio, "_DESC_RUNS", {})
+    monkeypatch.setattr(dumpio, "_DESC_RUN", dumpio._DESC_RUNS.get)
+    path = _raw_dump([op("g1", good), op("g2", good), op("g3", good, [shape_first]), op("b1", bad), op("b2", bad),
+                      op("d1", [], [desc, desc]), op("d2", [], [desc, desc])], tmp_path)
+    model = load_model(path)
+    nodes = model.root.by_name
+    # g1's entries and the bad list's (twice: never kept) were looked up; g2's and g3's were not
+    assert looked == good + bad + bad
+    assert [bool(nodes[k].lflags & LEAN_CANON) for k in ("g1", "g2", "g3", "b1", "b2")] == [True, True, False, False, False]
+    # d1's descriptors were checked, d2's (the same bytes) taken with d1's shared tuple
+    assert checked == [[shape_first], [desc, desc]]
+    d1, d2 = nodes["d1"].lean, nodes["d2"].lean
+    assert type(d1) is CompactOp and d1.output_desc is d2.output_desc and d1.encoded_size() == d2.encoded_size()
+    g1, g2 = nodes["g1"], nodes["g2"]
+    assert type(g1.lean) is CompactOp and type(g2.lean) is CompactOp
+    assert g1.korder is g2.korder and all(x is y for x, y in zip(g1.lean.attr, g2.lean.attr))
+    assert g1.lpeer == g2.lpeer == (3, -1) and model.emit_peer_index
+    assert [node_attr(nodes[k], "b") for k in ("g1", "g2", "g3")] == [3, 3, 3]
+    assert serialize_model(model) == serialize_model(build_model(read_modeldef(path), str(path)))
+    # verify mode's check of a kept run
+    (kept,) = dumpio._ATTR_RUNS.values()
+    dumpio._check_run(good, kept)
+    with pytest.raises(AssertionError, match="attribute run kept at load differs"):
+        dumpio._check_run(good, (kept[0], (4, -1), kept[2], kept[3]))

@@ -27,7 +27,8 @@ from google.protobuf.message import DecodeError
 from engine.core.attrs import attrs_changed
 from engine.core.lean import (LEAN_CANON, LEAN_STRIP_PEER, PEER_INDEX_ATTR, VERIFY_CACHES, LeanGraphDef, _DUPLICATE,
                               DESC_OBJS, ENTRY_KEYS, ENTRY_OBJS, CompactOp, LeanOpDef, _KEY_ORDERS, check_shared,
-                              encode_entry, entry_of, interned, key_order, lean_order, nested_canonical, tail_of)
+                              _SHARED_MAX, _varint_size, encode_entry, entry_of, framed_size, interned, key_order, lean_order,
+                              nested_canonical, tail_of)
 from engine.core.gcpause import no_gc
 from engine.core.errors import InputError, Loc, Problem, display_path
 from engine.core.wire import encode_varint as _varint, parse_binary as wire_parse, read_varint
@@ -248,6 +249,72 @@ _DESC_OBJ = DESC_OBJS.get
 _DESC_TUPLES: dict[tuple, tuple] = {}      # interned descriptor tuples of compact ops
 _TAILS: dict[bytes, bytes] = {}             # ... and tails (Note [compact ops] in engine/core/lean.py)
 _KEY_ORDER = _KEY_ORDERS.get
+# Note [attribute runs]: a graph's ops have a few distinct attribute lists (9,584 over the 100k
+# step's 100k ops: ops of one kind differ in their name, inputs and id, which are no
+# attribute). An op's verdicts on its attribute entries (their key order, that each is
+# canonical, the peer index's values, the shared bytes objects and their framed length) are
+# the same for every op with the same entries' bytes, so they are kept by the tuple of those
+# bytes, which an op makes from its own entries and looks up once (the per-entry lookups it
+# replaces made ~30 a op). Only canonical lists in key order are kept; the key is made of the
+# shared objects, so a kept list costs a tuple, not a copy of its bytes. An op's input and
+# output descriptor lists are kept alike (_DESC_RUNS: the shared tuple a compact op holds and
+# its framed length), a list of canonical descriptors only. Bounded as the tables they read
+# are; verify mode checks every hit against the lookups it saved.
+_ATTR_RUNS: dict[tuple, tuple] = {}
+_ATTR_RUN = _ATTR_RUNS.get
+
+
+def _keep_run(raws: list, korder: tuple, vals: tuple | None) -> None:
+    """Keep the verdicts on a canonical attribute list in key order (Note [attribute runs])."""
+    shared = tuple(map(_ENTRY_OBJ, raws))
+    if None in shared:
+        return
+    if len(_ATTR_RUNS) >= _SHARED_MAX:
+        _ATTR_RUNS.clear()
+    _ATTR_RUNS[shared] = (korder, vals, shared, framed_size(shared))
+
+
+_DESC_RUNS: dict[tuple, tuple] = {}     # shared descriptor tuple → (it, its framed length)
+_DESC_RUN = _DESC_RUNS.get
+_NO_DESCS = ((), 0)
+
+
+def _keep_descs(raws: list) -> tuple | None:
+    """(the shared tuple, its framed length) of a canonical descriptor list, kept by its
+    bytes (Note [attribute runs]); None when a descriptor's shared object is gone (a table
+    reset)."""
+    shared = tuple(map(_DESC_OBJ, raws))
+    if None in shared:
+        return None
+    shared = interned(_DESC_TUPLES, shared)
+    run = _DESC_RUN(shared)
+    if run is None:
+        if len(_DESC_RUNS) >= _SHARED_MAX:
+            _DESC_RUNS.clear()
+        run = _DESC_RUNS[shared] = (shared, _descs_size(shared))
+    return run
+
+
+def _descs_size(raws) -> int:
+    """The framed length of a descriptor list (input_desc 33 and output_desc 34: two-byte tags)."""
+    return sum(2 + _varint_size(len(r)) + len(r) for r in raws)
+
+
+def _check_descs(raws: list, run: tuple) -> None:
+    """Verify mode: a kept descriptor list is the op's, each canonical, its length right."""
+    if not (list(run[0]) == raws and nested_canonical(raws, False) and run[1] == _descs_size(raws)):
+        raise AssertionError("a descriptor list kept at load differs from the op's descriptors read one by one")
+
+
+def _check_run(raws: list, run: tuple) -> None:
+    """Verify mode: a kept attribute run is what the entries give when read one by one."""
+    ents = [entry_of(raw) for raw in raws]
+    ko = tuple(e[0] for e in ents)
+    korder, in_order = key_order(ko)
+    vals = _peer_values(raws[len(ko) - 1 - ko[::-1].index(PEER_INDEX_ATTR)]) if PEER_INDEX_ATTR in ko else None
+    if not (all(e[2] for e in ents) and in_order and korder == run[0] and vals == run[1]
+            and list(run[2]) == raws and run[3] == framed_size(raws)):
+        raise AssertionError("an attribute run kept at load differs from its entries read one by one")
 _MODEL_GRAPH = 7    # ModelDef.graph
 _GRAPH_OP = 6       # GraphDef.op
 _OP_RUN = 4096      # Note [op runs]: ops parsed at a time
@@ -419,8 +486,19 @@ def _read_lean_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: lis
         canon = True
         raws = lean.attr[:]             # the attribute entries' bytes
         ind, outd = lean.input_desc[:], lean.output_desc[:]     # ... and the descriptors', read once
+        run = None
         try:
             if raws:
+                # Note [attribute runs]: an op whose entries are another's, bytes for bytes, has
+                # its verdicts (kept only for canonical entries in key order)
+                run = _ATTR_RUN(tuple(raws))
+            if run is not None:
+                n.korder, vals, shared, asize = run
+                if vals is not None:
+                    peer_attr = True
+                if VERIFY_CACHES:
+                    _check_run(raws, run)
+            elif raws:
                 # Note [canonical at load]: every entry is checked (and so validated) once
                 # per distinct bytes; most are known canonical ones, read in one C loop
                 ko = tuple(map(_ENTRY_KEY, raws))
@@ -438,9 +516,14 @@ def _read_lean_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: lis
                     # the passes never see the peer index (a save writes it anew)
                     vals = _peer_values(raws[len(ko) - 1 - ko[::-1].index(PEER_INDEX_ATTR)])
                     peer_attr = True
-            if not nested_canonical(ind, False):
+                if canon:
+                    _keep_run(raws, n.korder, vals)
+            # Note [attribute runs]: descriptor lists alike
+            run_in = _DESC_RUN(tuple(ind)) if ind else _NO_DESCS
+            if run_in is None and not nested_canonical(ind, False):
                 canon = False
-            if not nested_canonical(outd, False):
+            run_out = _DESC_RUN(tuple(outd)) if outd else _NO_DESCS
+            if run_out is None and not nested_canonical(outd, False):
                 canon = False
         except DecodeError:
             raise _NotLean from None
@@ -450,13 +533,27 @@ def _read_lean_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: lis
         if canon:
             # Note [compact ops]: the shared bytes objects (those tables hold every entry and
             # descriptor of a canonical op, unless one was reset meanwhile)
-            attr = list(map(_ENTRY_OBJ, raws))
-            ins, outs = tuple(map(_DESC_OBJ, ind)), tuple(map(_DESC_OBJ, outd))
-            if None in attr or None in ins or None in outs:
+            if run is not None:
+                attr = list(shared)
+            else:
+                attr = list(map(_ENTRY_OBJ, raws))
+                asize = None
+            if run_in is None:
+                run_in = _keep_descs(ind)
+            if run_out is None:
+                run_out = _keep_descs(outd)
+            if None in attr or run_in is None or run_out is None:
                 attr, ins, outs = raws, tuple(ind), tuple(outd)
-            c = CompactOp(name, n.type, entries, attr, lean.has_out_attr, lean.id, b"", interned(_DESC_TUPLES, ins),
-                          interned(_DESC_TUPLES, outs), tuple(names) if names else ())
-            if c.encoded_size() == size:      # Note [compact size]
+                dsize = None
+            else:
+                (ins, din), (outs, dout) = run_in, run_out
+                dsize = din + dout
+                if VERIFY_CACHES:
+                    _check_descs(ind, run_in)
+                    _check_descs(outd, run_out)
+            c = CompactOp(name, n.type, entries, attr, lean.has_out_attr, lean.id, b"", ins, outs,
+                          tuple(names) if names else ())
+            if c.encoded_size(asize, dsize) == size:      # Note [compact size]
                 n.lean = c
             elif not lean.HasField("attr_groups"):
                 c.tail = interned(_TAILS, tail_of(lean))     # GE's built models: fields 22-32

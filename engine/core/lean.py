@@ -317,31 +317,46 @@ class CompactOp:
             put(_framed(b"\x9a\x02", text.encode()))
         return b"".join(parts)
 
-    def encoded_size(self) -> int:
-        """The length of `SerializeToString()`, without making it (Note [compact size])."""
-        size = 0
-        for text in (self.name, self.type):
-            if text:
-                k = len(text) if text.isascii() else len(text.encode())
-                size += 1 + _varint_size(k) + k
+    def encoded_size(self, attr_size: int | None = None, desc_size: int | None = None) -> int:
+        """The length of `SerializeToString()`, without making it (Note [compact size]);
+        `attr_size` / `desc_size`: the attribute entries' / both descriptor lists' framed
+        length, when known (Note [attribute runs] in engine/core/dumpio.py)."""
+        # name and type: tag, length, text; a name or type under 128 bytes of ASCII is the
+        # common case, without a call
+        text = self.name
+        if text:
+            k = len(text) if text.isascii() else len(text.encode())
+            size = 2 + k if k < 0x80 else 1 + _varint_size(k) + k
+        else:
+            size = 0
+        text = self.type
+        if text:
+            k = len(text) if text.isascii() else len(text.encode())
+            size += 2 + k if k < 0x80 else 1 + _varint_size(k) + k
         entries = self.input
         if entries:
             if max(map(len, entries)) < 0x80 and "".join(entries).isascii():  # one byte of length each
                 size += 2 * len(entries) + sum(map(len, entries))
             else:
                 size += sum(1 + _text_size(text) for text in entries)
-        if self.attr:
+        if attr_size is not None:
+            size += attr_size
+        elif self.attr:
             size += _framed_size(_FRAMED_ATTR, b"\x52", self.attr)
         if self.has_out_attr:
             size += 3
         i = self.id
         if i:
-            size += 2 + (_varint_size(i) if i > 0 else len(encode_varint(i)))
+            size += (3 if i < 0x80 else 4 if i < 0x4000 else 5) if 0 < i < 0x200000 else \
+                2 + (_varint_size(i) if i > 0 else len(encode_varint(i)))
         size += len(self.tail)
-        if self.input_desc:
-            size += _framed_size(_FRAMED_IN, b"\x8a\x02", self.input_desc)
-        if self.output_desc:
-            size += _framed_size(_FRAMED_OUT, b"\x92\x02", self.output_desc)
+        if desc_size is not None:
+            size += desc_size
+        else:
+            if self.input_desc:
+                size += _framed_size(_FRAMED_IN, b"\x8a\x02", self.input_desc)
+            if self.output_desc:
+                size += _framed_size(_FRAMED_OUT, b"\x92\x02", self.output_desc)
         for text in self.subgraph_name:
             size += 2 + _text_size(text)
         return size
@@ -375,6 +390,11 @@ def _framed_size(table: dict, tag: bytes, items) -> int:
         return sum(map(len, map(table.__getitem__, items)))
     except KeyError:
         return len(_framed_all(table, tag, items))
+
+
+def framed_size(attr) -> int:
+    """The framed length of an op's attribute entries (field 10 each)."""
+    return _framed_size(_FRAMED_ATTR, b"\x52", attr)
 
 
 def _framed(tag: bytes, raw: bytes) -> bytes:

@@ -427,6 +427,27 @@ def test_a_compact_op_encodes_as_upb_encodes_its_lean_op(op_id):
         assert compact.encoded_size() == len(compact.SerializeToString()) == len(lean_op.SerializeToString()), entries
 
 
+def test_a_save_frames_each_type_and_descriptor_tuple_once(monkeypatch):
+    """Note [framed runs]: two compact ops of one type and one descriptor tuple are framed
+    from the kept bytes the second time, and both encode as upb encodes their lean ops."""
+    from engine.core.lean import CompactOp
+    for table in ("_FRAMED_TYPE", "_FRAMED_INS", "_FRAMED_OUTS"):
+        monkeypatch.setattr(lean, table, {})
+    framed: list = []
+    real = lean._framed_all
+    monkeypatch.setattr(lean, "_framed_all", lambda table, tag, items: framed.append(tag) or real(table, tag, items))
+    ins, outs = (b"\x0a\x01x",), (b"\x0a\x01y", b"y" * 300)
+    ops = [CompactOp(f"n{k}", "Conv2D", [f"a:{k}"], [encode_entry("k", _attr(k))], False, k, b"", ins, outs, ())
+           for k in (1, 2)]
+    for c, k in zip(ops, (1, 2)):
+        want = LeanOpDef(name=f"n{k}", type="Conv2D", input=[f"a:{k}"], attr=[encode_entry("k", _attr(k))], id=k,
+                         input_desc=list(ins), output_desc=list(outs)).SerializeToString()
+        assert c.SerializeToString() == want
+    # each op's attributes, the descriptor tuples once
+    assert framed == [b"\x52", b"\x8a\x02", b"\x92\x02", b"\x52"]
+    assert list(lean._FRAMED_TYPE) == ["Conv2D"] and list(lean._FRAMED_INS) == [ins] and list(lean._FRAMED_OUTS) == [outs]
+
+
 # ---- Note [attribute values] (engine/core/attrs.py) --------------------------------------
 def test_a_lean_nodes_scalar_values_are_read_once_and_lists_afresh(tmp_path, monkeypatch):
     """node_value gives attr_value(attr_def(...)) for every attribute of a real dump's

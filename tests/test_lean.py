@@ -487,6 +487,7 @@ def test_ops_with_the_same_attribute_bytes_are_read_once(tmp_path, monkeypatch):
     list that is not canonical is never kept, and the save is the full reader's."""
     from engine.core import dumpio
     from engine.core.lean import CompactOp, PEER_INDEX_ATTR
+    monkeypatch.setattr(dumpio, "VERIFY_CACHES", False)     # its checks would look up what a hit spares
     monkeypatch.setattr(dumpio, "_ATTR_RUNS", {})
     monkeypatch.setattr(dumpio, "_ATTR_RUN", dumpio._ATTR_RUNS.get)
     looked: list[bytes] = []
@@ -531,3 +532,7 @@ def test_ops_with_the_same_attribute_bytes_are_read_once(tmp_path, monkeypatch):
     dumpio._check_run(good, kept)
     with pytest.raises(AssertionError, match="attribute run kept at load differs"):
         dumpio._check_run(good, (kept[0], (4, -1), kept[2], kept[3]))
+    (descs,) = dumpio._DESC_RUNS.values()
+    dumpio._check_descs([desc, desc], descs)
+    with pytest.raises(AssertionError, match="descriptor list kept at load differs"):
+        dumpio._check_descs([desc, desc], (descs[0], descs[1] + 1))

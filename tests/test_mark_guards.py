@@ -102,3 +102,33 @@ def test_a_guard_is_the_leading_conjuncts_that_do_not_name_the_anchor():
     # no anchor at all: node-level, no per-anchor part
     guard, rest = _split('has_attr(node, "k") and count(node.ins) > 1')
     assert guard == 'has_attr(node, "k") and count(node.ins) > 1' and rest is None
+
+
+def test_a_sides_node_level_conditions_are_one_call_a_node():
+    """Note [one call a side]: a node's input side, the outputs' further conditions and a
+    node without inputs each cost one call of one compiled list, whose values are those of
+    the conditions one by one (test_guarded_marks_are_the_whole_conditions_marks checks the
+    marks they lead to)."""
+    model = load_model(ROOT / "examples" / "train_step.pbtxt")
+    lp = _pass(model)
+    calls: Counter = Counter()
+    in_f, in_side, extra_f, out_side, out_f, alone_side = lp._plans_of_marks
+
+    def counted(name, f):
+        def run(node, anchor, graph):
+            calls[name] += 1
+            return f(node, anchor, graph)
+        return run
+    lp._plans_of_marks = (counted("in", in_f), in_side, counted("extra", extra_f), out_side, counted("alone", out_f),
+                          alone_side)
+    nodes = model.all_nodes(model.root)
+    for n in nodes:
+        lp.mark_node(n, model.root)
+    with_ins = [n for n in nodes if n.ins]
+    assert calls == Counter(**{"in": len(with_ins), "extra": sum(1 for n in with_ins if n.outs),
+                               "alone": sum(1 for n in nodes if not n.ins and n.outs)})
+    # the list's values are each condition's, in the order the plans index them
+    conds = [m.guard for m in lp.cfg.input_marks if m.guard is not None]
+    fns = [lp.comp.function(e, MARK_VARS) for e in dict.fromkeys(conds, None)]
+    for n in with_ins[:50]:
+        assert in_f(n, None, model.root) == tuple(f(n, None, model.root) for f in fns)

@@ -27,7 +27,7 @@ from engine.passes.registry import Algorithm, register
 from engine.core import surgery
 from engine.passes.context import Insertion, anchor_ref
 from engine.dsl.compiler import Compiler, def_source, precompile
-from engine.dsl.ast import Binary, Expr, Paren
+from engine.dsl.ast import Binary, Expr, ListLit, Paren
 from engine.core.errors import Cite, Collector, Loc, PassFailure, did_you_mean
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor, writable_desc
 from engine.passes.insertion import InsertSpec, apply_neighbour_attrs, build_op, load_insert_spec
@@ -354,8 +354,13 @@ class LayoutPass:
         # a call per anchor of every node without the list). mark_node then takes a side's
         # plan by the tuple of its node-level values: a graph has a handful of combinations
         src = lambda e: self.comp.source(e, MARK_VARS)
-        self._plans_of_marks = _mark_plans([_mark_fns(m, fn) for m in cfg.input_marks],
-                                           [_mark_fns(m, fn) for m in cfg.output_marks], src)
+        in_fs, in_side, extra_fs, out_side, out_fs, alone_side = _mark_plans(
+            [_mark_fns(m, fn) for m in cfg.input_marks], [_mark_fns(m, fn) for m in cfg.output_marks], src)
+        # Note [one call a side]: a side's node-level conditions are one compiled list display,
+        # evaluated in order as the separate functions were (and failing where they would)
+        def fused(exprs):
+            return fn(ListLit(exprs[0].loc, tuple(exprs)), MARK_VARS) if exprs else None
+        self._plans_of_marks = (fused(in_fs), in_side, fused(extra_fs), out_side, fused(out_fs), alone_side)
         self.f_check = {n: fn(c.body, CHECK_VARS) for n, c in cfg.checkers.items()}
         self.f_skip_pair = fn(cfg.skip_pair, CHECK_VARS)
         self.f_skip_insert = fn(cfg.skip_insert, ("anchor",))
@@ -483,18 +488,21 @@ class LayoutPass:
                 "as absolute conflicts (an Identity before each)", decl.cite))
 
     def mark_node(self, node: Node, g: Graph) -> None:
-        in_fs, in_side, extra_fs, out_side, out_fs, alone_side = self._plans_of_marks
+        in_f, in_side, extra_f, out_side, out_f, alone_side = self._plans_of_marks
         ins, outs = node.ins, node.outs
         # Note [node-level marks]: each distinct node-level condition once per node, in mark
         # order: the inputs' before their per-anchor ones, then the outputs' not among them
+        # (Note [one call a side]: each side's list in one call)
         if ins:
-            level = [f(node, None, g) for f in in_fs]
+            level = in_f(node, None, g) if in_f is not None else ()
             self._mark_side(node, g, ins, in_side, level, self.cfg.input_default)
             if outs:
-                level.extend([f(node, None, g) for f in extra_fs])
+                if extra_f is not None:
+                    level += extra_f(node, None, g)
                 self._mark_side(node, g, outs, out_side, level, self.cfg.output_default)
         elif outs:
-            self._mark_side(node, g, outs, alone_side, [f(node, None, g) for f in out_fs], self.cfg.output_default)
+            self._mark_side(node, g, outs, alone_side, out_f(node, None, g) if out_f is not None else (),
+                            self.cfg.output_default)
 
     def _mark_side(self, node, g, anchors, side, level, default) -> None:
         # Note [shared mark tuples]: an anchor's marks are a tuple, one object for every
@@ -908,10 +916,10 @@ def split_guard(e: Expr) -> tuple[Expr | None, Expr | None]:
 
 
 def _mark_fns(m: Mark, fn) -> tuple:
-    """(mark, its node-level condition or guard compiled, or None; that as an expression;
-    the condition evaluated per anchor compiled, or None)."""
-    return (m, None if m.guard is None else fn(m.guard, MARK_VARS), m.guard,
-            None if m.rest is None else fn(m.rest, MARK_VARS))
+    """(mark, its node-level condition or guard, or None (an expression: compiled with its
+    side's others, Note [one call a side]); that again; the condition evaluated per anchor
+    compiled, or None)."""
+    return (m, m.guard, m.guard, None if m.rest is None else fn(m.rest, MARK_VARS))
 
 
 def _conjuncts(e: Expr) -> list[Expr]:
@@ -934,8 +942,8 @@ def _conjunction(terms: list[Expr]) -> Expr:
 def _mark_plan(marks: list, fs: list, index: dict, source) -> list:
     """[(attr, index into `fs` of its node-level condition or guard, or None; the
     per-anchor condition, or None)] in mark order; `fs` gains the side's node-level
-    conditions and guards not in it yet (`index`: by generated source, so a condition
-    both sides name runs once)."""
+    conditions and guards (expressions) not in it yet (`index`: by generated source, so a
+    condition both sides name runs once)."""
     seq = []
     for m, level, expr, per_anchor in marks:
         k = None

@@ -1,6 +1,8 @@
 """GE's graph-surgery behaviour (ge-conflict-rules.md §2) on the graph model."""
 from __future__ import annotations
 
+import pytest
+
 from engine.core import surgery
 from engine.core.dumpio import build_model
 from engine.proto import ge_ir_pb2 as pb
@@ -189,3 +191,37 @@ def test_find_cycle_asks_only_about_backward_edges():
     assert asked == [(f"n{size - 1}", "n0")]
     cycle = surgery.find_cycle(model.root, lambda a, b: False)
     assert cycle is not None and len(cycle) == size
+
+
+def test_a_graphs_node_list_is_kept_until_the_list_changes(tmp_path, monkeypatch):
+    """Note [node list kept]: node_list walks the list once until a method changes it (each
+    one drops the kept list), gives the caller a copy, and in verify mode names a change
+    made behind the methods' back."""
+    from engine.core import graph as graph_mod
+    m = model_of(tmp_path, G)
+    g = m.root
+    walks = []
+    real = graph_mod.Graph._walk
+    monkeypatch.setattr(graph_mod.Graph, "_walk", lambda self: walks.append(1) or real(self))
+    names = lambda: [n.name for n in g.node_list()]
+    first = g.node_list()
+    first.clear()                                   # the caller's own copy
+    assert names() == ["a", "b", "c", "clean", "x", "y"] and len(walks) == 1
+    a, b = g.find("a"), g.find("b")
+    new = surgery.insert_before(b.ins[0], op("i"))  # linked in after its producer
+    assert names() == ["a", "i", "b", "c", "clean", "x", "y"] and len(walks) == 2
+    names()
+    assert len(walks) == 2
+    surgery.remove_node(new)
+    assert names() == ["a", "b", "c", "clean", "x", "y"]
+    front = surgery.new_node(g, op("f"), None)
+    g.unlink_from_list(front)
+    g.prepend(front)                                # linked in again: live again
+    assert names() == ["f", "a", "b", "c", "clean", "x", "y"] and front.alive
+    g.reorder(list(reversed(g.node_list())))
+    assert names() == ["y", "x", "clean", "c", "b", "a", "f"] and len(walks) == 5
+    # a node taken out by hand, not by unlink_from_list: verify mode says so
+    monkeypatch.setattr(graph_mod, "VERIFY_CACHES", True)
+    a.alive = False
+    with pytest.raises(AssertionError, match="kept node list differs"):
+        g.node_list()

@@ -19,7 +19,8 @@ from types import MappingProxyType
 from typing import Iterator, Mapping
 
 from engine.core.attrs import attr_def, attr_keys, attrs_changed, set_attr
-from engine.core.lean import LEAN_STRIP_PEER, _DUPLICATE, decode_lean, entry_of, lean_order, shared_attr, shared_desc
+from engine.core.lean import (LEAN_STRIP_PEER, VERIFY_CACHES, _DUPLICATE, decode_lean, entry_of, lean_order, shared_attr,
+                              shared_desc)
 from engine.proto import ge_ir_pb2 as pb
 
 # Note [port names]: GE's dump names ports in two parallel list attributes per side.
@@ -374,6 +375,7 @@ class Graph:
         self.tail: Node | None = None
         self.by_name: dict[str, Node] = {}
         self.count = 0
+        self._listed: list[Node] | None = None     # Note [node list kept]
 
     def __repr__(self) -> str:
         return f"<graph {self.name} ({self.count} nodes)>"
@@ -401,6 +403,21 @@ class Graph:
                 n = n.next
 
     def node_list(self) -> list[Node]:
+        """The direct live nodes in order, a list of the caller's own.
+
+        Note [node list kept]: the passes ask for a graph's list ~20 times a run (1.8M nodes
+        walked at 100k). The walk's result is kept until the list changes, which only the
+        methods below do (each drops it: linking a node in, which also makes it live, taking
+        one out, a new order); a call gets a copy of it. Verify mode walks anyway and compares."""
+        kept = self._listed
+        if kept is not None:
+            if VERIFY_CACHES and kept != self._walk():
+                raise AssertionError(f"graph {self.name}: the kept node list differs from the list's nodes")
+            return kept[:]
+        out = self._listed = self._walk()
+        return out[:]
+
+    def _walk(self) -> list[Node]:
         out = []
         n = self.head
         while n is not None:
@@ -414,6 +431,8 @@ class Graph:
 
     # ---- list surgery ---------------------------------------------------
     def _link_after(self, node: Node, after: Node | None) -> None:
+        self._listed = None                     # Note [node list kept]
+        node.alive = True
         if after is None:                       # append at the end
             node.prev, node.next = self.tail, None
             if self.tail is not None:
@@ -439,6 +458,7 @@ class Graph:
         are in `by_name` already (unlinked: `prev`/`next` None)."""
         if not nodes:
             return
+        self._listed = None                     # Note [node list kept]
         prev = self.tail
         if prev is None:
             self.head = nodes[0]
@@ -461,6 +481,8 @@ class Graph:
     def prepend(self, node: Node) -> None:
         """GE AddNodeFront."""
         self._register(node)
+        self._listed = None                     # Note [node list kept]
+        node.alive = True
         node.prev, node.next = None, self.head
         if self.head is not None:
             self.head.prev = node
@@ -474,6 +496,7 @@ class Graph:
         self.by_name[node.name] = node
 
     def unlink_from_list(self, node: Node) -> None:
+        self._listed = None                     # Note [node list kept]
         if node.prev is not None:
             node.prev.next = node.next
         else:
@@ -492,6 +515,7 @@ class Graph:
         `reorders` (Note [handed-on symbol tables] in engine/passes/manager.py)."""
         if self.model is not None:
             self.model.reorders += 1
+        self._listed = None                     # Note [node list kept]
         self.head = self.tail = None
         self.count = 0
         prev = None

@@ -311,8 +311,12 @@ def _number(nodes: list[Node]) -> None:
     """Ids 0..n-1 in the order of `nodes`, writing only those that differ."""
     i = 0
     for n in nodes:
-        if n.id != i:           # a lean node's id is in its lean message (Note [lean ops])
-            n.id = i
+        # Node.id without the property: a lean node's id is in its lean message (Note [lean ops])
+        op = n._op
+        if op is None:
+            op = n.lean
+        if op.id != i:
+            op.id = i
         i += 1
 
 

@@ -225,3 +225,19 @@ def test_a_graphs_node_list_is_kept_until_the_list_changes(tmp_path, monkeypatch
     a.alive = False
     with pytest.raises(AssertionError, match="kept node list differs"):
         g.node_list()
+
+
+def test_a_yaml_graphs_edge_list_orders_control_successors_too(tmp_path):
+    """engine/core/yamlgraph.py: edges are listed in peer order, control edges included:
+    a source's control successors are in the order its `~>` edges are listed, whatever the
+    order of the nodes (GE files control entries under their source as data ones)."""
+    from engine.core.yamlgraph import load_yaml_graph
+    from harness import shared_pack
+    orders = []
+    for nodes in ("{v: Variable, a: Relu, b: Relu, c: Relu}", "{c: Relu, b: Relu, v: Variable, a: Relu}"):
+        p = tmp_path / "g.yaml"
+        p.write_text(f"graphs:\n  root:\n    nodes: {nodes}\n    edges: [v ~> b, v ~> a, v ~> c, a -> c]\n")
+        model, _ = load_yaml_graph(p, shared_pack())
+        v = model.root.find("v")
+        orders.append([n.name for n in v.out_ctrl])
+    assert orders == [["b", "a", "c"], ["b", "a", "c"]]

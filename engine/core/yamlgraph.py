@@ -294,7 +294,7 @@ def _read_nodes(nodes: Any, pack: Any, errors: Collector) -> dict[str, dict]:
 
 def _read_edges(edges: Any, specs: dict, errors: Collector, gloc: Loc):
     data_in: dict[str, dict[int, tuple[str, int, int]]] = {n: {} for n in specs}   # slot → (src, out, order)
-    ctrl_in: dict[str, list[str]] = {n: [] for n in specs}
+    ctrl_in: dict[str, list[tuple[str, int]]] = {n: [] for n in specs}      # [(src, order)]
     out_count: dict[str, int] = {n: 0 for n in specs}
     order = 0
     for k, e in enumerate(edges):
@@ -310,7 +310,8 @@ def _read_edges(edges: Any, specs: dict, errors: Collector, gloc: Loc):
         if src not in specs or dst not in specs:
             continue
         if m["kind"] == "~>":
-            ctrl_in[dst].append(src)
+            ctrl_in[dst].append((src, order))
+            order += 1
             continue
         shown = e if len(e) <= 60 else f"{e[:28]}...{e[-28:]}"
         si = _edge_port(m["si"] or "0", f"edge '{shown}': output", loc, errors)
@@ -385,19 +386,24 @@ def _build_graph(g: pb.GraphDef, specs: dict, data_in: dict, ctrl_in: dict, dflt
                 op.input.append(f"{src}:{si}")
             else:
                 op.input.append("")
-        for src in ctrl_in[name]:
+        for src, _ in ctrl_in[name]:
             op.input.append(f"{src}:-1")
         op.subgraph_name.extend(str(x) for x in s["subgraphs"])
-    _peer_order(ops, data_in)
+    _peer_order(ops, data_in, ctrl_in)
 
 
-def _peer_order(ops: dict[str, pb.OpDef], data_in: dict) -> bool:
-    """GE loads peers in file order; if the edge list says otherwise, record it."""
+def _peer_order(ops: dict[str, pb.OpDef], data_in: dict, ctrl_in: dict) -> bool:
+    """GE loads peers in file order; if the edge list says otherwise, record it: each
+    source's data peers per output, and its control successors (GE files control entries
+    under the source alike: Note [peer order] in engine/core/dumpio.py), in edge-list order."""
     by_src: dict[tuple[str, int], list[tuple[int, tuple[int, int], str, int]]] = {}
     file_pos = {n: i for i, n in enumerate(ops)}
     for dst, slots in data_in.items():
         for di, (src, si, order) in slots.items():
             by_src.setdefault((src, si), []).append((order, (file_pos[dst], di), dst, di))
+    for dst, srcs in ctrl_in.items():
+        for k, (src, order) in enumerate(srcs):      # the k-th control entry of dst: its slot -1 - k
+            by_src.setdefault((src, -1), []).append((order, (file_pos[dst], k), dst, -1 - k))
     need = False
     peer_pos: dict[tuple[str, int], int] = {}
     for key, lst in by_src.items():
@@ -409,7 +415,8 @@ def _peer_order(ops: dict[str, pb.OpDef], data_in: dict) -> bool:
     if need:
         for name, op in ops.items():
             vals = [peer_pos.get((name, i), -1) for i in range(len(op.input_desc))]
-            vals += [-1] * (len(op.input) - len(vals))
+            vals += [-1] * (len(op.input) - len(vals) - len(ctrl_in[name]))
+            vals += [peer_pos[(name, -1 - k)] for k in range(len(ctrl_in[name]))]
             set_attr(op.attr, PEER_INDEX_ATTR, vals[:len(op.input)], "list_i")
     return need
 

@@ -258,6 +258,10 @@ def load(value: Any, pack: Pack, errors: Collector) -> LayoutConfig | None:
                 for part in (m.guard, m.rest):
                     if part is not None and part is not m.when:
                         precompile(def_source("_f", MARK_VARS, mc.source(part, MARK_VARS)))
+    if not errors.problems:                 # ... and each side's list of them (Note [one call a side])
+        for conds in _side_lists(in_marks, out_marks, lambda e: mc.source(e, MARK_VARS)):
+            if conds:
+                precompile(def_source("_f", MARK_VARS, mc.source(side_list(conds), MARK_VARS)))
     cc = Compiler(pack.scope(CHECK_VARS, consts, extra, enums=enums), errors)
     for c in checkers.values():
         cc.check(c.body, (), "list[Anchor]", "checker")
@@ -359,7 +363,7 @@ class LayoutPass:
         # Note [one call a side]: a side's node-level conditions are one compiled list display,
         # evaluated in order as the separate functions were (and failing where they would)
         def fused(exprs):
-            return fn(ListLit(exprs[0].loc, tuple(exprs)), MARK_VARS) if exprs else None
+            return fn(side_list(exprs), MARK_VARS) if exprs else None
         self._plans_of_marks = (fused(in_fs), in_side, fused(extra_fs), out_side, fused(out_fs), alone_side)
         self.f_check = {n: fn(c.body, CHECK_VARS) for n, c in cfg.checkers.items()}
         self.f_skip_pair = fn(cfg.skip_pair, CHECK_VARS)
@@ -972,6 +976,20 @@ def _mark_plans(in_marks: list, out_marks: list, source) -> tuple:
     def side(seq):      # with its plans by node-level values, made as they are met (_mark_side)
         return seq, {}
     return in_fs, side(in_seq), both_fs[len(in_fs):], side(out_seq), out_fs, side(alone_seq)
+
+
+def side_list(exprs: list[Expr]) -> ListLit:
+    """A side's node-level conditions as one list display (Note [one call a side])."""
+    return ListLit(exprs[0].loc, tuple(exprs))
+
+
+def _side_lists(in_marks: list, out_marks: list, source) -> tuple[list, list, list]:
+    """The node-level conditions mark_node evaluates in one call each: the inputs', the
+    outputs' further ones and a node without inputs' (as _mark_plans orders them)."""
+    keep = lambda e, _params: e          # the per-anchor rest stands for itself: only its presence counts
+    in_fs, _, extra_fs, _, out_fs, _ = _mark_plans([_mark_fns(m, keep) for m in in_marks],
+                                                   [_mark_fns(m, keep) for m in out_marks], source)
+    return in_fs, extra_fs, out_fs
 
 
 def _uses_anchor(e: Expr) -> bool:

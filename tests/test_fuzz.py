@@ -328,12 +328,21 @@ def _decisions(doc: dict, folder: Path) -> list[str]:
     return sorted(text.splitlines())
 
 
+def _unordered(lines: list[str]) -> list[str]:
+    """Decision lines with each bracketed list's items sorted: GE takes nodes no edge orders
+    in graph order (its sort's tie-break), so a list of such nodes (two independent atomic
+    nodes, a clean node's successors) follows the file's node order; what is in it does not."""
+    sort = lambda m: "[" + ", ".join(sorted(m.group(1).split(", "))) + "]"
+    return sorted(re.sub(r"\[([^\[\]]*)\]", sort, line) for line in lines)
+
+
 @ci(10)
 @given(F.graph_docs(8), st.randoms(use_true_random=False))
 def test_decisions_do_not_depend_on_node_order(tmp_path_factory, doc, rnd):
-    """Shuffle every graph's nodes in the file (edges, so peer orders, kept): same decisions."""
+    """Shuffle every graph's nodes in the file (edges, so peer orders, kept): the same
+    decisions, up to the order of nodes nothing orders (_unordered)."""
     d = tmp_path_factory.mktemp("s")
-    assert _decisions(F.shuffled_doc(doc, rnd), d) == _decisions(doc, d)
+    assert _unordered(_decisions(F.shuffled_doc(doc, rnd), d)) == _unordered(_decisions(doc, d))
 
 
 # ---- properties: DSL and packs ----------------------------------------------------------------

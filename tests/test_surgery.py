@@ -198,6 +198,7 @@ def test_a_graphs_node_list_is_kept_until_the_list_changes(tmp_path, monkeypatch
     one drops the kept list), gives the caller a copy, and in verify mode names a change
     made behind the methods' back."""
     from engine.core import graph as graph_mod
+    monkeypatch.setattr(graph_mod, "VERIFY_CACHES", False)     # verify mode walks every time
     m = model_of(tmp_path, G)
     g = m.root
     walks = []

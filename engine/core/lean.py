@@ -316,18 +316,12 @@ class CompactOp:
             put(b"\xa8\x01" + (lens[i] if 0 < i < 1 << 14 else bytes((i & 0x7F | 0x80, i >> 7 & 0x7F | 0x80, i >> 14))
                                  if 0 < i < 1 << 21 else encode_varint(i)))
         put(self.tail)
-        descs = self.input_desc
+        descs = self.input_desc         # Note [framed runs]: framed bytes are never empty
         if descs:
-            field = _FRAMED_INS.get(descs)
-            if field is None:
-                field = _framed_run(_FRAMED_INS, descs, _framed_all(_FRAMED_IN, b"\x8a\x02", descs))
-            put(field)
+            put(_FRAMED_INS.get(descs) or _framed_run(_FRAMED_INS, descs, _framed_all(_FRAMED_IN, b"\x8a\x02", descs)))
         descs = self.output_desc
         if descs:
-            field = _FRAMED_OUTS.get(descs)
-            if field is None:
-                field = _framed_run(_FRAMED_OUTS, descs, _framed_all(_FRAMED_OUT, b"\x92\x02", descs))
-            put(field)
+            put(_FRAMED_OUTS.get(descs) or _framed_run(_FRAMED_OUTS, descs, _framed_all(_FRAMED_OUT, b"\x92\x02", descs)))
         for text in self.subgraph_name:
             put(_framed(b"\x9a\x02", text.encode()))
         return b"".join(parts)

@@ -250,12 +250,12 @@ _DESC_TUPLES: dict[tuple, tuple] = {}      # interned descriptor tuples of compa
 _TAILS: dict[bytes, bytes] = {}             # ... and tails (Note [compact ops] in engine/core/lean.py)
 _KEY_ORDER = _KEY_ORDERS.get
 # Note [attribute runs]: a graph's ops have a few distinct attribute lists (9,584 over the 100k
-# step's 100k ops: ops of one kind differ in their name, inputs and id, which are no
-# attribute). An op's verdicts on its attribute entries (their key order, that each is
+# step's 100k ops: ops of one kind differ in their name, inputs and id, which are not
+# attributes). An op's verdicts on its attribute entries (their key order, that each is
 # canonical, the peer index's values, the shared bytes objects and their framed length) are
 # the same for every op with the same entries' bytes, so they are kept by the tuple of those
 # bytes, which an op makes from its own entries and looks up once (the per-entry lookups it
-# replaces made ~30 a op). Only canonical lists in key order are kept; the key is made of the
+# replaces made ~30 an op). Only canonical lists in key order are kept; the key is made of the
 # shared objects, so a kept list costs a tuple, not a copy of its bytes. An op's input and
 # output descriptor lists are kept alike (_DESC_RUNS: the shared tuple a compact op holds and
 # its framed length), a list of canonical descriptors only. Bounded as the tables they read
@@ -315,6 +315,8 @@ def _check_run(raws: list, run: tuple) -> None:
     if not (all(e[2] for e in ents) and in_order and korder == run[0] and vals == run[1]
             and list(run[2]) == raws and run[3] == framed_size(raws)):
         raise AssertionError("an attribute run kept at load differs from its entries read one by one")
+
+
 _MODEL_GRAPH = 7    # ModelDef.graph
 _GRAPH_OP = 6       # GraphDef.op
 _OP_RUN = 4096      # Note [op runs]: ops parsed at a time

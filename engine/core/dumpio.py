@@ -27,7 +27,7 @@ from google.protobuf.message import DecodeError
 from engine.core.attrs import attrs_changed
 from engine.core.lean import (LEAN_CANON, LEAN_STRIP_PEER, PEER_INDEX_ATTR, VERIFY_CACHES, LeanGraphDef, _DUPLICATE,
                               DESC_OBJS, ENTRY_KEYS, ENTRY_OBJS, CompactOp, LeanOpDef, _KEY_ORDERS, check_shared,
-                              _SHARED_MAX, _varint_size, encode_entry, entry_of, framed_size, interned, key_order, lean_order,
+                              _SHARED_MAX, descs_size, encode_entry, entry_of, framed_size, interned, key_order, lean_order,
                               nested_canonical, tail_of)
 from engine.core.gcpause import no_gc
 from engine.core.errors import InputError, Loc, Problem, display_path
@@ -291,18 +291,13 @@ def _keep_descs(raws: list) -> tuple | None:
     if run is None:
         if len(_DESC_RUNS) >= _SHARED_MAX:
             _DESC_RUNS.clear()
-        run = _DESC_RUNS[shared] = (shared, _descs_size(shared))
+        run = _DESC_RUNS[shared] = (shared, descs_size(shared))
     return run
-
-
-def _descs_size(raws) -> int:
-    """The framed length of a descriptor list (input_desc 33 and output_desc 34: two-byte tags)."""
-    return sum(2 + _varint_size(len(r)) + len(r) for r in raws)
 
 
 def _check_descs(raws: list, run: tuple) -> None:
     """Verify mode: a kept descriptor list is the op's, each canonical, its length right."""
-    if not (list(run[0]) == raws and nested_canonical(raws, False) and run[1] == _descs_size(raws)):
+    if not (list(run[0]) == raws and nested_canonical(raws, False) and run[1] == descs_size(raws)):
         raise AssertionError("a descriptor list kept at load differs from the op's descriptors read one by one")
 
 
@@ -311,7 +306,7 @@ def _check_run(raws: list, run: tuple) -> None:
     ents = [entry_of(raw) for raw in raws]
     ko = tuple(e[0] for e in ents)
     korder, in_order = key_order(ko)
-    vals = _peer_values(raws[len(ko) - 1 - ko[::-1].index(PEER_INDEX_ATTR)]) if PEER_INDEX_ATTR in ko else None
+    vals = _peer_values(_peer_entry(raws, ko)) if PEER_INDEX_ATTR in ko else None
     if not (all(e[2] for e in ents) and in_order and korder == run[0] and vals == run[1]
             and list(run[2]) == raws and run[3] == framed_size(raws)):
         raise AssertionError("an attribute run kept at load differs from its entries read one by one")
@@ -516,7 +511,7 @@ def _read_lean_nodes(g: Graph, ops: Iterable[tuple], model: Model, problems: lis
                     canon = False
                 if PEER_INDEX_ATTR in ko:
                     # the passes never see the peer index (a save writes it anew)
-                    vals = _peer_values(raws[len(ko) - 1 - ko[::-1].index(PEER_INDEX_ATTR)])
+                    vals = _peer_values(_peer_entry(raws, ko))
                     peer_attr = True
                 if canon:
                     _keep_run(raws, n.korder, vals)
@@ -867,6 +862,12 @@ def _put_peer_index(n: Node, op, peer_pos: list[int]) -> None:
 
 _PEER_BYTES: dict[tuple, bytes] = {}
 _PEER_VALUES: dict[bytes, tuple] = {}      # a peer index's entry → its values (a graph has a few hundred)
+
+
+def _peer_entry(raws: list, ko: tuple) -> bytes:
+    """The peer index's entry among an op's attribute entries (the last with its key, as a
+    map keeps it)."""
+    return raws[len(ko) - 1 - ko[::-1].index(PEER_INDEX_ATTR)]
 
 
 def _peer_values(raw: bytes) -> tuple:

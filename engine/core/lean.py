@@ -406,6 +406,12 @@ def framed_size(attr) -> int:
     return _framed_size(_FRAMED_ATTR, b"\x52", attr)
 
 
+def descs_size(raws) -> int:
+    """The framed length of a descriptor list, input_desc (33) or output_desc (34): both
+    tags take two bytes (made without filling the save's tables of either)."""
+    return sum(2 + _varint_size(len(r)) + len(r) for r in raws)
+
+
 def _framed(tag: bytes, raw: bytes) -> bytes:
     """A length-delimited field: tag, length, bytes."""
     k = len(raw)

@@ -69,15 +69,18 @@ def measure(path: Path, options: dict[str, str]) -> dict:
     check_graph(ctx)
     stages.append(("check", clock() - t0))
     seen: dict[str, int] = {}
-    began = [0.0]
+    began = 0.0
+
+    def before(_k, _spec) -> None:
+        nonlocal began
+        began = clock()
 
     def after(_k, spec) -> None:
         seen[spec.id] = seen.get(spec.id, 0) + 1
-        stages.append((spec.id + (f"#{seen[spec.id]}" if seen[spec.id] > 1 else ""), clock() - began[0]))
+        stages.append((spec.id + (f"#{seen[spec.id]}" if seen[spec.id] > 1 else ""), clock() - began))
 
     with no_gc():           # as the CLI runs its list: in one call, the collector off over all of it
-        run_passes(ctx, resolve_passes(pack, None, options), before=lambda _k, _s: began.__setitem__(0, clock()),
-                   after=after)
+        run_passes(ctx, resolve_passes(pack, None, options), before=before, after=after)
         gc.freeze()         # as the CLI does after the passes
     out = Path(tempfile.mkdtemp(prefix="memconflict-scale-")) / "out.pb"
     t0 = clock()

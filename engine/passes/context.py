@@ -130,11 +130,11 @@ class RunContext:
         return left[1] if left is not None and left[0] != self.pass_serial else None
 
     def passed(self) -> None:
-        """After each pass: tables left before it go unless it vouched it edited nothing."""
+        """After each pass: tables left before it go unless it vouched it edited nothing
+        (run_passes clears `graph_kept` as each pass begins)."""
         if self.graph_kept is not True and self.symbol_tables:
             serial = self.pass_serial
             self.symbol_tables = {g: left for g, left in self.symbol_tables.items() if left[0] == serial}
-        self.graph_kept = None
 
     def record(self, ins: Insertion) -> None:
         """Keep an insertion, and its neighbourhood the moment the pass records it (the

@@ -921,9 +921,9 @@ def split_guard(e: Expr) -> tuple[Expr | None, Expr | None]:
 
 def _mark_fns(m: Mark, fn) -> tuple:
     """(mark, its node-level condition or guard, or None (an expression: compiled with its
-    side's others, Note [one call a side]); that again; the condition evaluated per anchor
-    compiled, or None)."""
-    return (m, m.guard, m.guard, None if m.rest is None else fn(m.rest, MARK_VARS))
+    side's others, Note [one call a side]); the condition evaluated per anchor compiled, or
+    None)."""
+    return (m, m.guard, None if m.rest is None else fn(m.rest, MARK_VARS))
 
 
 def _conjuncts(e: Expr) -> list[Expr]:
@@ -949,10 +949,10 @@ def _mark_plan(marks: list, fs: list, index: dict, source) -> list:
     conditions and guards (expressions) not in it yet (`index`: by generated source, so a
     condition both sides name runs once)."""
     seq = []
-    for m, level, expr, per_anchor in marks:
+    for m, level, per_anchor in marks:
         k = None
         if level is not None:
-            text = source(expr)
+            text = source(level)
             k = index.get(text)
             if k is None:
                 k = index[text] = len(fs)

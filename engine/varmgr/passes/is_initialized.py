@@ -76,8 +76,7 @@ def _replace(node: Node, mgr: VarManager, inited: dict[Node, frozenset[Node]]) -
     const = new_node(graph, op, before)
     if before is None:
         graph.unlink_from_list(const)
-        graph.prepend(const)
-        const.alive = True
+        graph.prepend(const)                # linked in again, so live again
     const.op.id = op.id
     link_ctrl(var, const)
     for p in preds:

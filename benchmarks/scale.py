@@ -13,7 +13,7 @@ machine is shared: wall time counts the neighbours' work too), their total and t
 time of the whole run (protoc children aside: binary files need none); then the peak RSS of the
 process (`ru_maxrss`) and the growth exponent k of each stage between consecutive sizes
 (time ∝ N^k: 1.0 is linear). A stage under 0.05 s at both sizes has no exponent (`-`).
-`of which system CPU` is the kernel's part of the stages' total and `minor page faults (k)`
+`of which system CPU` is the kernel's part of the stages' total and `minor page faults`
 the pages the kernel handed the process for it (Note [system time]).
 `bare parse` is protobuf's own `ParseFromString` of the file (upb's C parser, the floor of any
 reader; timed in a child process, so its memory is not the run's), and `total / bare parse` the pipeline's multiple of it.
@@ -96,7 +96,7 @@ def measure(path: Path, options: dict[str, str]) -> dict:
     result = {"nodes": nodes, "after": model.node_count(), "inserted": len(ctx.insertions),
               "stages": stages, "parse": parse, "wall": wall, "load_rss": load_rss,
               "system": ru.ru_stime - ru0.ru_stime, "faults": ru.ru_minflt - ru0.ru_minflt,
-              "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+              "peak_rss": ru.ru_maxrss * 1024}
     # as a batch run does after each graph: the frozen graph is let go before the next size
     # (its node-anchor cycles need the collector), so it is not part of the next one's peak
     del model, ctx
@@ -165,10 +165,10 @@ def table(results: list[dict]) -> str:
     # on a VM costs more the first time the guest touches memory the host has not backed
     # yet: a 1M run's load took 6.5 s of system time in a fresh VM, 1.6 s after another
     # process had touched 12 GB; these rows tell that apart from the stages' own work
-    for label, key, fmt in (("of which system CPU", "system", "{:.2f}"), ("minor page faults (k)", "faults", None)):
-        vals = [r[key] for r in results]
-        rows.append([label] + [fmt.format(v) if fmt else f"{v / 1000:.0f}" for v in vals] +
-                    [_exponent(a, va, b, vb) if fmt else "" for a, b, va, vb in zip(sizes, sizes[1:], vals, vals[1:])])
+    system = [r["system"] for r in results]
+    rows.append(["of which system CPU"] + [f"{t:.2f}" for t in system] +
+                [_exponent(a, ta, b, tb) for a, b, ta, tb in zip(sizes, sizes[1:], system, system[1:])])
+    rows.append(["minor page faults"] + [str(r["faults"]) for r in results] + [""] * (len(sizes) - 1))
     parses = [r["parse"] for r in results]
     rows.append(["bare parse"] + [f"{t:.2f}" for t in parses] +
                 [_exponent(a, ta, b, tb) for a, b, ta, tb in zip(sizes, sizes[1:], parses, parses[1:])])

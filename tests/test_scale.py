@@ -364,7 +364,7 @@ def test_scale_table_measures_the_command_too(tmp_path, capsys):
     assert scale.main(["--sizes", "400,800", "--cache", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     rows = {line.split("  ")[0].strip(): line.split() for line in out.splitlines()}
-    for name in ("load", "mem_layout_conflict", "save", "total", "of which system CPU", "minor page faults (k)",
+    for name in ("load", "mem_layout_conflict", "save", "total", "of which system CPU", "minor page faults",
                  "bare parse", "memconflict run (CPU)",
                  "memconflict run (wall)", "memconflict run peak RSS (MiB)"):
         assert name in rows, f"no row {name!r} in:\n{out}"
@@ -373,7 +373,7 @@ def test_scale_table_measures_the_command_too(tmp_path, capsys):
     # the system part of the stages' CPU time, and the page faults behind it, at each size
     total, system = rows["total"], rows["of which system CPU"]
     assert all(0 <= float(system[-3 + i]) <= float(total[-3 + i]) for i in range(2))
-    assert all(int(f) > 0 for f in rows["minor page faults (k)"][-2:])
+    assert all(int(f) > 0 for f in rows["minor page faults"][-2:])
 
 
 def test_ab_scale_pairs_each_rounds_totals(monkeypatch, capsys):

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.gen_graph import make_model, serialize, write_model
 from engine.core import lean
-from engine.core.attrs import node_attr, set_attr
+from engine.core.attrs import desc_attr, node_attr, set_attr
 from engine.core.dumpio import (_encode_text, _fields, _protoc_available, build_lean_model, build_model, load_model,
                                 read_modeldef, serialize_model)
 from engine.core.errors import InputError
@@ -79,13 +79,15 @@ def test_a_pack_writing_descriptors_writes_the_nodes_own(tmp_path):
 
 def test_verify_mode_names_the_pass_that_wrote_a_shared_decoding(tmp_path, monkeypatch):
     """In verify mode every pass is followed by the shared-decodings check, so a pass that
-    writes into the descriptor a lean node shares (the bug writable_desc fixed, put back
+    writes into the descriptor a lean node shares (the bug set_desc_attr avoids, put back
     here) is named even by a run that does not save."""
+    from engine.core.attrs import write_attr
     import engine.passes.actions as actions
     import engine.passes.manager as manager
     from engine.passes.catalog import load_pack
     monkeypatch.setattr(manager, "VERIFY_CACHES", True)
-    monkeypatch.setattr(actions, "writable_desc", lambda anchor: anchor.desc)
+    monkeypatch.setattr(actions, "set_desc_attr",
+                        lambda anchor, key, value: anchor.desc is not None and not write_attr(anchor.desc.attr[key], value))
     src = tmp_path / "step.pb"
     write_model(make_model(2000, dump_attrs=True), src)
     try:
@@ -123,7 +125,8 @@ def test_the_command_line_reads_dumps_lean(tmp_path, default_pack):
 def test_the_reports_variable_placement_decodes_only_what_it_writes(tmp_path, default_pack):
     """The report links variable-pass insertions to their variables by placing the graph
     (engine/report/varlinks.py); the placement decodes the nodes it writes offsets into
-    (the placed types) and reads every other node lean."""
+    (the placed types, the writers variable_ref_delete gave a variable's name, the
+    assignments fed by a variable) and reads every other node lean."""
     from engine.report.model import build_report, graph_stats
     src = tmp_path / "step.pb"
     write_model(make_model(2000, dump_attrs=True), src)
@@ -131,11 +134,18 @@ def test_the_reports_variable_placement_decodes_only_what_it_writes(tmp_path, de
     before = graph_stats(model)
     ctx = _pipeline(model, default_pack)
     decoded = {n for n in model.all_nodes() if n._op is not None}
-    placed = default_pack.configs["var_policy"].policy.op_types.placed
+    policy = default_pack.configs["var_policy"].policy
+    placed, assign, key = policy.op_types.placed, policy.op_types.assign, policy.attrs.ref_var_src_var_name
     report = build_report(ctx, str(src), before)
     assert any(r.get("variable") for r in report["insertions"]), "no insertion was linked: the placement did not run"
     newly = {n for n in model.all_nodes() if n._op is not None} - decoded
-    assert newly and all(n.type in placed for n in newly)
+
+    def written(n) -> bool:
+        fed = n.ins[0].peer.node.type if n.ins and n.ins[0].peer is not None else None
+        return (n.type in placed or any(desc_attr(a, key) is not None for a in n.outs)
+                or (n.type in assign and fed in placed | assign))
+    assert newly and all(written(n) for n in newly), sorted(n.name for n in newly if not written(n))[:5]
+    assert sum(1 for n in model.all_nodes() if n._op is None) > len(model.all_nodes()) / 2
 
 
 def _dump(ops: list[bytes], tmp_path: Path) -> Path:
@@ -198,6 +208,101 @@ def test_a_write_after_lean_reads_reaches_the_save(tmp_path):
     saved = pb.ModelDef.FromString(serialize_model(model))
     assert saved.graph[0].op[0].output_desc[0].layout == "NCHW"
     check_shared()
+
+
+def _desc_op(kind: str) -> bytes:
+    """An op of two inputs and two outputs, its descriptors with attributes: canonical
+    (compact at load), canonical with a field a compact op does not hold (attr_groups: a
+    lean op of its own), or with its attributes out of key order (not canonical)."""
+    op = pb.OpDef(name="w", type="ApplyMomentum")
+    for descs in (op.input_desc, op.output_desc):
+        for k in range(2):
+            td = descs.add(dtype=pb.DT_FLOAT, layout="ND", size=64 * (k + 1))
+            td.shape.dim.extend([4, 4])
+            set_attr(td.attr, "zz", k)
+            set_attr(td.attr, "aa", "x")
+    op.attr["peer"].s = b"p"
+    if kind == "attr_groups":
+        op.attr_groups.other_group_def.attr["g"].i = 1
+    raw = op.SerializeToString(deterministic=True)
+    if kind == "out_of_order":
+        lean_op = LeanOpDef.FromString(raw)
+        lean_op.attr.append(encode_entry("alpha", _attr("a")))
+        raw = lean_op.SerializeToString()
+    return raw
+
+
+@pytest.mark.parametrize("kind", ["compact", "attr_groups", "out_of_order"])
+def test_a_descriptor_attribute_set_on_a_lean_node_keeps_it_lean(kind, tmp_path, monkeypatch):
+    """Note [lean descriptor writes], Note [lean attribute writes]: set_desc_attr on a lean
+    node's input or output and set_node_attr on the node leave it undecoded; it reads the
+    new attributes (the shared decodings unchanged) and the save writes what the same
+    writes into the decoded op write (new keys where a deterministic encoding puts them, a
+    key before its own prefix among them). A compact op's rewritten descriptor list stays
+    out of the save's tables of shared framings."""
+    from engine.core.attrs import attr_keys, node_value, set_node_attr
+    from engine.core.graph import set_desc_attr, writable_desc
+    from engine.core.lean import CompactOp
+    for table in ("_FRAMED_INS", "_FRAMED_OUTS", "_FRAMED_IN", "_FRAMED_OUT"):
+        monkeypatch.setattr(lean, table, {})
+    path = _dump([_desc_op(kind), pb.OpDef(name="v", type="Variable").SerializeToString()], tmp_path)
+    model, full = load_model(path), build_model(read_modeldef(path), str(path))
+    n = model.root.by_name["w"]
+    assert n._op is None and (type(n.lean) is CompactOp) == (kind == "compact")
+    assert bool(n.lflags & LEAN_CANON) == (kind != "out_of_order")
+    shared = n.outs[1].desc
+    writes = [("outs", 1, "ref_var_src_var_name", "v"), ("ins", 0, "zz", 7), ("outs", 1, "aa", [1, 2])]
+    for side, idx, key, value in writes:
+        assert set_desc_attr(getattr(n, side)[idx], key, value)
+        set_attr(writable_desc(getattr(full.root.by_name["w"], side)[idx]).attr, key, value)
+    assert n._op is None
+    assert node_attr(n, "peer") == "p"
+    assert n.outs[1].desc.attr["ref_var_src_var_name"].s == b"v" and n.ins[0].desc.attr["zz"].i == 7
+    assert "ref_var_src_var_name" not in shared.attr and n.outs[0].desc.attr["zz"].i == 0
+    assert not set_desc_attr(n.outs[0].__class__(n, 5), "k", 1)     # no descriptor there
+    for key, value in (("reference", True), ("pe", 3), ("_a", "first"), ("peer", "q"), ("pe", [1.5])):
+        set_node_attr(n, key, value)
+        set_node_attr(full.root.by_name["w"], key, value)
+        assert n._op is None and node_value(n, key) == value
+    assert attr_keys(n) == attr_keys(full.root.by_name["w"])
+    check_shared()
+    assert serialize_model(model) == serialize_model(full)
+    if kind == "compact":
+        assert n.lean.output_desc not in lean._FRAMED_OUTS and n.lean.input_desc not in lean._FRAMED_INS
+        assert n.lean.output_desc[1] not in lean._FRAMED_OUT
+    # the node decodes to the written descriptors, and the next write goes to its own op
+    assert n.op.output_desc[1].attr["ref_var_src_var_name"].s == b"v"
+    assert set_desc_attr(n.outs[0], "zz", 9) and n.op.output_desc[0].attr["zz"].i == 9
+
+
+def test_verify_mode_catches_a_lean_write_out_of_canonical_order(tmp_path, monkeypatch):
+    """Verify mode re-encodes a canonical op after each lean write: an entry put where a
+    deterministic encoding would not put it (a wrong insertion plan, planted) fails there."""
+    from engine.core.attrs import set_node_attr
+    monkeypatch.setattr(lean, "VERIFY_CACHES", True)
+    model = load_model(_dump([_desc_op("compact")], tmp_path))
+    n = model.root.by_name["w"]
+    ko = n.korder or lean.lean_order(n)
+    monkeypatch.setitem(lean._INSERTS, (ko, "_first"), (ko + ("_first",), tuple(range(len(ko))) + (-1,)))
+    with pytest.raises(AssertionError, match="lean write of _first left a canonical op"):
+        set_node_attr(n, "_first", 1)
+
+
+def test_variable_ref_delete_leaves_the_writers_lean(tmp_path, default_pack):
+    """The writers that variable_ref_delete gives `ref_var_src_var_name` (a tenth of a
+    training step) are not decoded for it, and the run saves what it saves over
+    decoded ops."""
+    src = tmp_path / "step.pb"
+    write_model(make_model(2000, dump_attrs=True), src)
+    lean_model = load_model(src)
+    full_model = build_model(read_modeldef(src), str(src))
+    _pipeline(lean_model, default_pack)
+    _pipeline(full_model, default_pack)
+    writers = [n for n in lean_model.all_nodes()
+               if any(a.desc is not None and "ref_var_src_var_name" in a.desc.attr for a in n.outs)]
+    assert len(writers) > 20
+    assert sum(n._op is None for n in writers) / len(writers) > 0.9
+    assert serialize_model(lean_model) == serialize_model(full_model)
 
 
 def test_verify_mode_catches_a_shared_decoding_changed_in_place(tmp_path):
@@ -472,8 +577,8 @@ def test_a_lean_nodes_scalar_values_are_read_once_and_lists_afresh(tmp_path, mon
     first = node_value(m, k)
     first.append("changed")
     assert node_value(m, k) != first and node_value(m, k) is not node_value(m, k)
-    set_node_attr(n, key, "written")
-    assert n._op is not None and node_value(n, key) == "written"
+    set_node_attr(n, key, "written")        # Note [lean attribute writes]: a new entry, read as such
+    assert n._op is None and node_value(n, key) == "written"
     monkeypatch.setattr(attrs, "_VALUES", {})
     decoded.clear()
     other = next(o for o in nodes if o is not n and o._op is None and key in attr_keys(o))

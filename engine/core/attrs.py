@@ -21,7 +21,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from engine.core.lean import _SHARED_MAX, entry_of, interned, lean_attr, lean_entry, lean_keys, shared_attr
+from engine.core.lean import (_SHARED_MAX, entry_of, interned, lean_attr, lean_entry, lean_keys, set_lean_entry,
+                              shared_attr)
 from engine.proto import ge_ir_pb2 as pb
 
 _LV = pb.AttrDef.ListValue
@@ -130,7 +131,13 @@ def attrs_changed(n) -> None:
 
 
 def set_node_attr(node, key: str, value: Any, kind: str | None = None) -> None:
-    """set_attr on a graph node's op."""
+    """set_attr on a graph node's op (a lean node's entries: Note [lean attribute writes])."""
+    if node._op is None:
+        a = pb.AttrDef()
+        write_attr(a, value, kind)
+        if set_lean_entry(node, key, a.SerializeToString(deterministic=True)):
+            attrs_changed(node)
+            return
     write_attr(node.op.attr[key], value, kind)
     attrs_changed(node)
 
@@ -146,8 +153,9 @@ def attr_def(n, key: str):
 # (the kernel library behind engine(node), once per node in several passes), and each read
 # of a lean node found its shared AttrDef and decoded it afresh (~1.5 us). A scalar value
 # (str, int, float, bool) is kept by the attribute entry's bytes, which a lean node's reads
-# find first: the entry is what the value is made from, and a lean node's entries do not
-# change (a write decodes the node, whose op is read from then on). A list is made anew for
+# find first: the entry is what the value is made from (a write puts a new entry in
+# its place, Note [lean attribute writes], or decodes the node, whose op is read from then
+# on). A list is made anew for
 # each read, as the caller may change it. Verify mode checks every kept value.
 _VALUES: dict[bytes, Any] = {}
 _SCALARS = (str, int, float, bool)

@@ -19,8 +19,8 @@ from types import MappingProxyType
 from typing import Iterator, Mapping
 
 from engine.core.attrs import attr_def, attr_keys, attrs_changed, set_attr
-from engine.core.lean import (LEAN_STRIP_PEER, VERIFY_CACHES, _DUPLICATE, decode_lean, entry_of, lean_order, shared_attr,
-                              shared_desc)
+from engine.core.lean import (LEAN_STRIP_PEER, VERIFY_CACHES, _DUPLICATE, CompactOp, OwnDescs, check_canonical,
+                              decode_lean, entry_of, lean_order, shared_attr, shared_desc)
 from engine.proto import ge_ir_pb2 as pb
 
 # Note [port names]: GE's dump names ports in two parallel list attributes per side.
@@ -294,6 +294,47 @@ def writable_desc(anchor):
     with the same bytes, and read only: Note [lean ops] in engine/core/lean.py)."""
     anchor.node.op
     return anchor.desc
+
+
+def set_desc_attr(anchor, key: str, value, kind: str | None = None) -> bool:
+    """Set attribute `key` of the anchor's tensor descriptor to `value` (set_attr's
+    kinds); False when the anchor has no descriptor.
+
+    Note [lean descriptor writes]: a lean node stays lean. Its descriptor's bytes are
+    decoded into a message of the anchor's own, the attribute set there, and the bytes in
+    the lean op replaced by that message's deterministic encoding: what a deterministic
+    save of the decoded op writes for it, so the op stays canonical if it was (its other
+    fields are as they were). variable_ref_delete writes one attribute into each writer
+    of a variable (a tenth of a training step's ops); decoding those ops took ~8 KB each
+    (0.8 GB at 1M nodes) and their saves' encodings besides. The anchor keeps the message
+    (Note [descriptor cache]), never shared; a compact op's list becomes an `OwnDescs`."""
+    n = anchor.node
+    if n._op is not None:
+        d = anchor.desc
+        if d is None:
+            return False
+        set_attr(d.attr, key, value, kind)
+        return True
+    lean = n.lean
+    raws = lean.output_desc if anchor.is_out else lean.input_desc
+    i = anchor.idx
+    if i >= len(raws):
+        return False
+    d = pb.TensorDescriptor.FromString(raws[i])
+    set_attr(d.attr, key, value, kind)
+    raw = d.SerializeToString(deterministic=True)
+    if type(lean) is CompactOp:
+        raws = OwnDescs(raws[:i] + (raw,) + raws[i + 1:])
+        if anchor.is_out:
+            lean.output_desc = raws
+        else:
+            lean.input_desc = raws
+    else:
+        raws[i] = raw
+    anchor._desc = d
+    if VERIFY_CACHES:
+        check_canonical(n, key)
+    return True
 
 
 def input_entries(n: "Node") -> list[str]:

@@ -19,8 +19,11 @@ cannot answer), and from then on the full op is the node's state; until then:
   their bytes into messages shared by every node with the same bytes (a training step
   has a few thousand distinct ones), read only: whatever changes a node's attributes or
   descriptors goes through `node.op`, which decodes the node first (a descriptor to
-  write into is `writable_desc(anchor)`, engine/core/graph.py). Verify mode
-  (MEMCONFLICT_VERIFY_CACHES=1) checks at every save that no shared message changed.
+  write into is `writable_desc(anchor)`, engine/core/graph.py), or sets one attribute
+  in the encoded form, which keeps the node lean (`set_node_attr` in engine/core/attrs.py,
+  `set_desc_attr` in engine/core/graph.py: Note [lean attribute writes], Note [lean
+  descriptor writes]). Verify mode (MEMCONFLICT_VERIFY_CACHES=1) checks at every save
+  that no shared message changed.
 
 Loading parses each op once, into its lean message only (Note [op runs] in
 engine/core/dumpio.py); the attributes' values and the descriptors are each parsed once
@@ -245,6 +248,71 @@ def encode_entry(key: str, value: bytes) -> bytes:
     return LeanAttrEntry(key=key, value=value).SerializeToString()
 
 
+# Note [lean attribute writes]: set_node_attr on a lean node puts the attribute's entry
+# into the lean op's entries instead of decoding the op: the value encoded as a
+# deterministic save encodes it, the entries in the order such a save writes their keys
+# (found once per key order and new key), so a canonical op stays canonical and any
+# other is decoded by its save as before. The entry replaces the one of its key, if any.
+# The mem_rw_conflict pass marks every op with a reference port so (a tenth of a training
+# step's ops); decoding them cost ~8 KB each. Not for a node whose entries repeat a key
+# (its op answers: `_DUPLICATE`), nor for the peer index (the save's), nor for a value
+# that encodes empty (a lean entry never holds one: Note [canonical at load]).
+_INSERTS: dict[tuple, tuple] = {}       # (key order, key) → (new key order, each key's old place or -1)
+_NEW_ENTRIES: dict[bytes, bytes] = {}   # entries written so, interned (most writes repeat a value)
+
+
+def set_lean_entry(n, key: str, value: bytes) -> bool:
+    """Put attribute `key`, `value` its encoded AttrDef, into lean node `n`'s entries (Note
+    [lean attribute writes]); False when the node is to be decoded for the write instead.
+    The caller tells the node's key set (attrs_changed)."""
+    ko = n.korder or lean_order(n)
+    if ko is _DUPLICATE or not value or key == PEER_INDEX_ATTR:
+        return False
+    entry = interned(_NEW_ENTRIES, encode_entry(key, value))
+    lean = n.lean
+    raws = lean.attr
+    if key in ko:
+        raws[ko.index(key)] = entry
+        return True
+    plan = _INSERTS.get((ko, key))
+    if plan is None:
+        op = pb.OpDef()
+        for k in ko + (key,):
+            op.attr[k]
+        order = tuple([LeanAttrEntry.FromString(raw).key for raw in
+                       LeanOpDef.FromString(op.SerializeToString(deterministic=True)).attr])
+        plan = (interned(_ORDERS, order), tuple([ko.index(k) if k != key else -1 for k in order]))
+        if len(_INSERTS) >= _SHARED_MAX:
+            _INSERTS.clear()
+        _INSERTS[(ko, key)] = plan
+    order, places = plan
+    new = [raws[i] if i >= 0 else entry for i in places]
+    if type(lean) is CompactOp:
+        lean.attr = new
+    else:
+        del raws[:]
+        raws.extend(new)
+    n.korder = order
+    if VERIFY_CACHES:
+        check_canonical(n, key)
+    return True
+
+
+def check_canonical(n, key: str) -> None:
+    """Verify mode: after a lean write of `key` (Note [lean attribute writes], Note [lean
+    descriptor writes]), a lean op called canonical still encodes as its decoded op would
+    (a compact op whose input entries were let go is checked without them)."""
+    lean = n.lean
+    if n.lflags & LEAN_CANON:
+        if lean.input is None:
+            lean = CompactOp(lean.name, lean.type, [], lean.attr, lean.has_out_attr, lean.id, lean.tail,
+                             lean.input_desc, lean.output_desc, lean.subgraph_name)
+        raw = lean.SerializeToString()
+        if pb.OpDef.FromString(raw).SerializeToString(deterministic=True) != raw:
+            raise AssertionError(f"node {n.name}: the lean write of {key} left a canonical op whose encoding "
+                                 "is not its decoded op's")
+
+
 # Note [compact ops]: a canonical op with none of OpDef's rarer fields (nearly every op of
 # a dump) keeps no protobuf message at all: its fields are Python objects, most of them
 # shared — each attribute entry and descriptor is one bytes object for every op that has
@@ -318,10 +386,12 @@ class CompactOp:
         put(self.tail)
         descs = self.input_desc         # Note [framed runs]: framed bytes are never empty
         if descs:
-            put(_FRAMED_INS.get(descs) or _framed_run(_FRAMED_INS, descs, _framed_all(_FRAMED_IN, b"\x8a\x02", descs)))
+            put(_FRAMED_INS.get(descs) or _framed_run(_FRAMED_INS, descs, _framed_all(_FRAMED_IN, b"\x8a\x02", descs))
+                if descs.__class__ is not OwnDescs else b"".join([_framed(b"\x8a\x02", raw) for raw in descs]))
         descs = self.output_desc
         if descs:
-            put(_FRAMED_OUTS.get(descs) or _framed_run(_FRAMED_OUTS, descs, _framed_all(_FRAMED_OUT, b"\x92\x02", descs)))
+            put(_FRAMED_OUTS.get(descs) or _framed_run(_FRAMED_OUTS, descs, _framed_all(_FRAMED_OUT, b"\x92\x02", descs))
+                if descs.__class__ is not OwnDescs else b"".join([_framed(b"\x92\x02", raw) for raw in descs]))
         for text in self.subgraph_name:
             put(_framed(b"\x9a\x02", text.encode()))
         return b"".join(parts)
@@ -416,6 +486,13 @@ def _framed(tag: bytes, raw: bytes) -> bytes:
     """A length-delimited field: tag, length, bytes."""
     k = len(raw)
     return tag + (_LEN[k] if k < 1 << 14 else encode_varint(k)) + raw
+
+
+class OwnDescs(tuple):
+    """A compact op's descriptor list that holds a descriptor written in place (Note [lean
+    descriptor writes] in engine/core/graph.py): its own, so a save frames it without
+    keeping it in the tables of shared ones (Note [framed runs])."""
+    __slots__ = ()
 
 
 # the framed fields of the shared entries and descriptors, made once each (one join an op)

@@ -29,7 +29,7 @@ from typing import Any
 from engine.core import surgery
 from engine.passes.context import Diagnostic, Insertion, anchor_ref
 from engine.core.errors import Cite, PassFailure
-from engine.core.graph import Graph, InAnchor, Node, OutAnchor, writable_desc
+from engine.core.graph import Graph, InAnchor, Node, OutAnchor, set_desc_attr, writable_desc
 from engine.passes.insertion import InsertSpec, apply_neighbour_attrs, build_op
 from engine.dsl.ast import dsl_literal
 from engine.dsl.library import PrimSpec, register
@@ -293,10 +293,8 @@ class Rewriter:
         return node
 
     def set_desc_attr(self, anchor, key: str, value):
-        d = writable_desc(anchor) if anchor is not None else None
-        if d is None:
+        if anchor is None or not set_desc_attr(anchor, key, value):
             self._fail(f"no tensor descriptor for {anchor_ref(anchor)}", anchor.node if anchor is not None else None)
-        write_attr(d.attr[key], value)
         side = "output" if anchor.is_out else "input"
         self._diag(anchor.node, f"{anchor.node.name}: {side} {anchor.idx} tensor attribute {key} = {dsl_literal(value)}",
                    {"anchor": f"{side}:{anchor.idx}", "attr": key, "value": value})

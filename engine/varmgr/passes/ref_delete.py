@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import weakref
 
-from engine.core.attrs import node_typed, set_attr, typed_attr
+from engine.core.attrs import node_typed, typed_attr
 from engine.core.errors import PassFailure
-from engine.core.graph import Graph, Model, OutAnchor
+from engine.core.graph import Graph, Model, OutAnchor, set_desc_attr
 from engine.core.surgery import isolate, remove_node
 from engine.varmgr.policy import VarPolicy
 from engine.varmgr.passes.util import Change, keep
@@ -69,7 +69,7 @@ def run_variable_ref_delete(model: Model, graph: Graph, policy: VarPolicy, kept:
         if src == writer.name:
             detail["why"] = "the ref is fed by its own source variable: no attr (GE avoids a self reference)"
         else:
-            set_attr(target.node.op.output_desc[target.idx].attr, key, src)
+            set_desc_attr(target, key, src)    # a lean writer stays lean (Note [lean descriptor writes])
         isolate(node, [0])
         remove_node(node)
         changes.append(Change("removed", node.name, node.type, graph.name, RULE, detail))

@@ -181,18 +181,21 @@ def key_order(ko: tuple) -> tuple[tuple, bool]:
     sorted(): a key comes before its own prefixes), once per distinct order."""
     hit = _KEY_ORDERS.get(ko)
     if hit is None:
-        op = pb.OpDef()
-        for key in ko:
-            op.attr[key]
-        if len(op.attr) != len(ko):
-            hit = (_DUPLICATE, False)
-        else:
-            det = LeanOpDef.FromString(op.SerializeToString(deterministic=True)).attr
-            hit = (interned(_ORDERS, ko), ko == tuple([LeanAttrEntry.FromString(raw).key for raw in det]))
+        order = written_order(ko)
+        hit = (_DUPLICATE, False) if len(order) != len(ko) else (interned(_ORDERS, ko), ko == order)
         if len(_KEY_ORDERS) >= _SHARED_MAX:
             _KEY_ORDERS.clear()
         _KEY_ORDERS[ko] = hit
     return hit
+
+
+def written_order(keys) -> tuple:
+    """The distinct `keys` in the order a deterministic encoding writes a map with them."""
+    op = pb.OpDef()
+    for key in keys:
+        op.attr[key]
+    det = LeanOpDef.FromString(op.SerializeToString(deterministic=True)).attr
+    return tuple([LeanAttrEntry.FromString(raw).key for raw in det])
 
 
 def nested_canonical(raws, values: bool) -> bool:
@@ -276,11 +279,7 @@ def set_lean_entry(n, key: str, value: bytes) -> bool:
         return True
     plan = _INSERTS.get((ko, key))
     if plan is None:
-        op = pb.OpDef()
-        for k in ko + (key,):
-            op.attr[k]
-        order = tuple([LeanAttrEntry.FromString(raw).key for raw in
-                       LeanOpDef.FromString(op.SerializeToString(deterministic=True)).attr])
+        order = written_order(ko + (key,))
         plan = (interned(_ORDERS, order), tuple([ko.index(k) if k != key else -1 for k in order]))
         if len(_INSERTS) >= _SHARED_MAX:
             _INSERTS.clear()

@@ -3,6 +3,7 @@ or a read the lean form cannot answer; runs over them are byte for byte the runs
 decoded ops, and whatever changes a node reaches its save."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from engine.core.attrs import desc_attr, node_attr, set_attr
 from engine.core.dumpio import (_encode_text, _fields, _protoc_available, build_lean_model, build_model, load_model,
                                 read_modeldef, serialize_model)
 from engine.core.errors import InputError
+from engine.core.graph import decodes_rolled_back
 from engine.core.lean import LEAN_CANON, LeanGraphDef, LeanOpDef, check_shared, encode_entry
 from engine.passes.context import RunContext
 from engine.passes.manager import check_graph, resolve_passes, run_passes
@@ -122,30 +124,78 @@ def test_the_command_line_reads_dumps_lean(tmp_path, default_pack):
         assert _lean_share(model) == 1.0
 
 
-def test_the_reports_variable_placement_decodes_only_what_it_writes(tmp_path, default_pack):
+def test_the_reports_variable_placement_decodes_only_what_it_writes(tmp_path, default_pack, monkeypatch):
     """The report links variable-pass insertions to their variables by placing the graph
     (engine/report/varlinks.py); the placement decodes the nodes it writes offsets into
     (the placed types, the writers variable_ref_delete gave a variable's name, the
-    assignments fed by a variable) and reads every other node lean."""
+    assignments fed by a variable) and reads every other node lean. Those it decoded get
+    their encoded ops back afterwards (Note [decode rollback]): no node stays decoded and
+    the graph saves the same bytes as before the report."""
     from engine.report.model import build_report, graph_stats
+    from engine.varmgr import placement
+    logs = []
+    real = placement.decodes_rolled_back
+
+    @contextmanager
+    def logged(model):
+        with real(model) as log:
+            logs.append(log)
+            yield log
+    monkeypatch.setattr(placement, "decodes_rolled_back", logged)
     src = tmp_path / "step.pb"
     write_model(make_model(2000, dump_attrs=True), src)
     model = load_model(src)
     before = graph_stats(model)
     ctx = _pipeline(model, default_pack)
     decoded = {n for n in model.all_nodes() if n._op is not None}
+    saved = serialize_model(model)
     policy = default_pack.configs["var_policy"].policy
     placed, assign, key = policy.op_types.placed, policy.op_types.assign, policy.attrs.ref_var_src_var_name
     report = build_report(ctx, str(src), before)
     assert any(r.get("variable") for r in report["insertions"]), "no insertion was linked: the placement did not run"
-    newly = {n for n in model.all_nodes() if n._op is not None} - decoded
+    (log,) = logs
+    newly = [n for n, *_ in log]
 
     def written(n) -> bool:
         fed = n.ins[0].peer.node.type if n.ins and n.ins[0].peer is not None else None
         return (n.type in placed or any(desc_attr(a, key) is not None for a in n.outs)
                 or (n.type in assign and fed in placed | assign))
     assert newly and all(written(n) for n in newly), sorted(n.name for n in newly if not written(n))[:5]
-    assert sum(1 for n in model.all_nodes() if n._op is None) > len(model.all_nodes()) / 2
+    assert not decoded & set(newly)
+    assert {n for n in model.all_nodes() if n._op is not None} == decoded
+    assert serialize_model(model) == saved
+
+
+def test_nodes_decoded_in_a_rollback_window_get_their_encoded_ops_back(tmp_path):
+    """Note [decode rollback]: writes into ops decoded inside the window go with them; the
+    nodes read and save as if never decoded, the model's op holder is its own again, and a
+    node decoded afterwards takes writes that reach the save."""
+    src = tmp_path / "step.pb"
+    write_model(make_model(600, dump_attrs=True), src)
+    model = load_model(src)
+    original = serialize_model(model)
+    holder = model._ops
+    nodes = [n for n in model.all_nodes() if n.outs and n.ins][:40]
+    assert nodes and all(n._op is None for n in nodes)
+    sizes = [n.outs[0].desc.size for n in nodes]
+    inputs = [n.lean.input for n in nodes]
+    with decodes_rolled_back(model) as log:
+        for n in nodes:
+            n.op.output_i.extend([4242] * len(n.outs))
+            n.op.output_desc[0].size = 987654
+            assert n.outs[0].desc.size == 987654        # inside, the anchors read the decoded op
+    assert [entry[0] for entry in log] == nodes
+    assert all(n._op is None for n in nodes)
+    assert [n.lean.input for n in nodes] == inputs
+    assert [n.outs[0].desc.size for n in nodes] == sizes
+    assert model._ops is holder
+    assert serialize_model(model) == original
+    nodes[0].op.output_i.extend([99])
+    again = serialize_model(model)
+    assert again != original
+    (tmp_path / "again.pb").write_bytes(again)
+    reloaded = {(n.graph.name, n.name): n for n in load_model(tmp_path / "again.pb").all_nodes()}
+    assert list(reloaded[nodes[0].graph.name, nodes[0].name].op.output_i)[-1] == 99
 
 
 def _dump(ops: list[bytes], tmp_path: Path) -> Path:

@@ -15,6 +15,7 @@ and a walk over the live list sees nodes inserted after the current one.
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Iterator, Mapping
 
@@ -161,6 +162,8 @@ class Node:
 
     def _decode(self) -> pb.OpDef:
         lean = self.lean
+        if _ROLLBACK is not None:       # Note [decode rollback]
+            _ROLLBACK.append((self, lean, lean.input, self.korder, self.akeys))
         if lean.input is None:          # Note [compact inputs]
             lean.input = input_entries(self)
         op = self._op = decode_lean(lean, self.graph.model, self.lflags & LEAN_STRIP_PEER)
@@ -654,6 +657,43 @@ def walk(graph: Graph, nodes_of=Graph.nodes) -> Iterator[Node | Graph]:
                     break
         else:
             stack.pop()
+
+
+# Note [decode rollback]: a reader that decodes lean nodes only to write fields it puts back
+# afterwards (the run report's second placement of the variables, engine/report/varlinks.py)
+# runs inside `decodes_rolled_back`. Each lean node decoded there is logged with what the
+# decode changed (its lean op, that op's input entries, key order and attribute keys) and
+# goes back to its encoded op at the end: its writes go with the decoded op, and the save
+# writes its original bytes as for a node never decoded. The decodes are made in a holder
+# message of the window's own (Note [op memory]), let go at the end, so their memory is
+# freed. Only for code that changes nothing but fields of decoded ops: no lean writes, no
+# edges, no nodes added or removed (a node made inside keeps its op: a message keeps the
+# holder it lives in alive).
+_ROLLBACK: list | None = None
+
+
+@contextmanager
+def decodes_rolled_back(model: "Model") -> Iterator[list]:
+    """Every lean node of `model` decoded inside goes back to its encoded op at the end
+    (Note [decode rollback]); yields the log, (node, lean op, ...) per decode, in order."""
+    global _ROLLBACK
+    outer, holder = _ROLLBACK, model._ops
+    log = _ROLLBACK = []
+    model._ops = None
+    try:
+        yield log
+    finally:
+        _ROLLBACK = outer
+        model._ops = holder
+        for node, lean, inputs, korder, akeys in log:
+            node._op = None
+            node.lean, node.korder, node.akeys = lean, korder, akeys
+            if inputs is None:
+                lean.input = None       # Note [compact inputs]: made from the graph again
+            for a in node.ins:
+                a._desc = None
+            for a in node.outs:
+                a._desc = None
 
 
 def _nodes_under(graph: Graph) -> list[Node]:

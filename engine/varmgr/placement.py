@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from engine.core.attrs import typed_attr
 from engine.core.gcpause import no_gc
-from engine.core.graph import Model, Node
+from engine.core.graph import Model, Node, decodes_rolled_back
 from engine.varmgr import getypes as t
 from engine.varmgr.desc import DescCache, TensorDesc, desc_from_proto
 from engine.varmgr.manager import VarManager
@@ -30,7 +30,9 @@ class Journal:
     three fields of few nodes (output offsets, input offsets of broadcasts, the output
     sizes of placed nodes), so each node is saved the first time one of them is about to
     be written, instead of saving and comparing every node of the graph (most of the
-    report's cost at 10^5 nodes)."""
+    report's cost at 10^5 nodes). A node still lean is not saved: the plan runs inside
+    `decodes_rolled_back`, which gives it back its encoded op, the writes dropped with the
+    decoded one (Note [decode rollback] in engine/core/graph.py)."""
 
     __slots__ = ("saved",)
 
@@ -38,7 +40,9 @@ class Journal:
         self.saved: dict[int, tuple] = {}        # id(op) → (op, output_i, input_i, output sizes)
 
     def note(self, node: Node) -> None:
-        op = node.op
+        op = node._op
+        if op is None:
+            return          # a lean node: its encoded op comes back at the end (Note [decode rollback])
         if id(op) not in self.saved:
             self.saved[id(op)] = (op, list(op.output_i), list(op.input_i), [td.size for td in op.output_desc])
 
@@ -61,7 +65,8 @@ def plan_graph_and_undo(model: Model, mgr: VarManager, graph_id: int) -> GraphPl
     journal = Journal()
     token = _JOURNAL.set(journal)
     try:
-        return plan_graph(model, mgr, graph_id)
+        with decodes_rolled_back(model):
+            return plan_graph(model, mgr, graph_id)
     finally:
         _JOURNAL.reset(token)
         journal.restore()

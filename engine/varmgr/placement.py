@@ -30,24 +30,27 @@ class Journal:
     three fields of few nodes (output offsets, input offsets of broadcasts, the output
     sizes of placed nodes), so each node is saved the first time one of them is about to
     be written, instead of saving and comparing every node of the graph (most of the
-    report's cost at 10^5 nodes). A node still lean is not saved: the plan runs inside
-    `decodes_rolled_back`, which gives it back its encoded op, the writes dropped with the
-    decoded one (Note [decode rollback] in engine/core/graph.py)."""
+    report's cost at 10^5 nodes). The plan runs inside `decodes_rolled_back`, which gives
+    each node it decoded back its encoded op, the writes dropped with the decoded one (Note
+    [decode rollback] in engine/core/graph.py): a node still lean is not saved, and one
+    decoded inside the plan before its first write is saved but not restored."""
 
     __slots__ = ("saved",)
 
     def __init__(self) -> None:
-        self.saved: dict[int, tuple] = {}        # id(op) → (op, output_i, input_i, output sizes)
+        self.saved: dict[int, tuple] = {}    # id(op) → (node, op, output_i, input_i, output sizes)
 
     def note(self, node: Node) -> None:
         op = node._op
         if op is None:
             return          # a lean node: its encoded op comes back at the end (Note [decode rollback])
         if id(op) not in self.saved:
-            self.saved[id(op)] = (op, list(op.output_i), list(op.input_i), [td.size for td in op.output_desc])
+            self.saved[id(op)] = (node, op, list(op.output_i), list(op.input_i), [td.size for td in op.output_desc])
 
     def restore(self) -> None:
-        for op, outs, ins, sizes in self.saved.values():
+        for node, op, outs, ins, sizes in self.saved.values():
+            if node._op is not op:
+                continue    # decoded inside the plan and given back its encoded op: the writes went with it
             for field, old in ((op.output_i, outs), (op.input_i, ins)):
                 if list(field) != old:
                     del field[:]

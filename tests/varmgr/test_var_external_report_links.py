@@ -100,7 +100,7 @@ def test_the_fresh_placement_saves_only_the_nodes_it_writes(monkeypatch):
     real = placement.Journal.restore
 
     def restore(self):
-        journaled.append({op.name for op, *_ in self.saved.values()})
+        journaled.append({node.name for node, *_ in self.saved.values()})
         real(self)
     monkeypatch.setattr(placement.Journal, "restore", restore)
     plan, why = _fresh_plan(RunContext(pack, model, {}))

@@ -28,7 +28,7 @@ from engine.core.attrs import attrs_changed
 from engine.core.lean import (LEAN_CANON, LEAN_STRIP_PEER, PEER_INDEX_ATTR, VERIFY_CACHES, LeanGraphDef, _DUPLICATE,
                               DESC_OBJS, ENTRY_KEYS, ENTRY_OBJS, CompactOp, LeanOpDef, _KEY_ORDERS, check_shared,
                               _SHARED_MAX, descs_size, encode_entry, entry_of, framed_size, interned, key_order, lean_order,
-                              nested_canonical, tail_of)
+                              nested_canonical, tail_of, TAILS as _TAILS)
 from engine.core.gcpause import no_gc
 from engine.core.errors import InputError, Loc, Problem, display_path
 from engine.core.wire import encode_varint as _varint, parse_binary as wire_parse, read_varint
@@ -247,7 +247,6 @@ _ENTRY_KEY = ENTRY_KEYS.get
 _ENTRY_OBJ = ENTRY_OBJS.get
 _DESC_OBJ = DESC_OBJS.get
 _DESC_TUPLES: dict[tuple, tuple] = {}      # interned descriptor tuples of compact ops
-_TAILS: dict[bytes, bytes] = {}             # ... and tails (Note [compact ops] in engine/core/lean.py)
 _KEY_ORDER = _KEY_ORDERS.get
 # Note [attribute runs]: a graph's ops have a few distinct attribute lists (9,584 over the 100k
 # step's 100k ops: ops of one kind differ in their name, inputs and id, which are not

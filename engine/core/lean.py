@@ -40,7 +40,7 @@ import os
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from engine.core.wire import encode_varint
+from engine.core.wire import encode_varint, read_varint
 from engine.proto import ge_ir_pb2 as pb
 
 
@@ -542,6 +542,49 @@ def tail_of(lean) -> bytes:
         elif value:
             getattr(t, field).extend(value)
     return t.SerializeToString()
+
+
+TAILS: dict[bytes, bytes] = {}      # compact ops' tails, interned (most ops share one)
+
+
+# the packed int64 fields the placement writes (`repeated int64` is packed in proto3): their tags
+_PACKED = {f.name: encode_varint(f.number << 3 | 2) for f in LeanOpDef.DESCRIPTOR.fields if f.name in ("input_i", "output_i")}
+
+
+def tail_with(tail: bytes, field: str, values) -> bytes:
+    """A compact op's tail with its repeated field `field` (one of TAIL_FIELDS) set to
+    `values` (Note [lean offset writes] in engine/core/graph.py), interned. A tail that
+    holds nothing but that field (nearly every one: a dump has no tails) is encoded here,
+    as upb encodes the packed field; any other is parsed, set and encoded again."""
+    tag = _PACKED.get(field)
+    if tag is not None and (not tail or _only_field(tail, tag)):
+        if values:
+            lens = _LEN
+            payload = b"".join([lens[v] if 0 <= v < 1 << 14 else encode_varint(v) for v in values])
+            k = len(payload)
+            new = tag + (lens[k] if k < 1 << 14 else encode_varint(k)) + payload
+        else:
+            new = b""
+        if VERIFY_CACHES and new != _tail_parsed(tail, field, values):
+            raise AssertionError(f"tail_with: the packed encoding of {field} differs from upb's")
+        return interned(TAILS, new)
+    return interned(TAILS, _tail_parsed(tail, field, values))
+
+
+def _tail_parsed(tail: bytes, field: str, values) -> bytes:
+    t = LeanOpDef.FromString(tail) if tail else LeanOpDef()
+    f = getattr(t, field)
+    del f[:]
+    f.extend(values)
+    return t.SerializeToString()
+
+
+def _only_field(tail: bytes, tag: bytes) -> bool:
+    """Whether `tail` is one length-delimited field with key `tag`, and nothing else."""
+    if not tail.startswith(tag):
+        return False
+    n, pos = read_varint(tail, len(tag), len(tail))
+    return n is not None and pos + n == len(tail)
 
 
 def lean_keys(n) -> frozenset:

@@ -4,8 +4,8 @@ Attribute keys and op types come from the policy; nothing here names a GE op.
 """
 from __future__ import annotations
 
-from engine.core.attrs import node_typed
-from engine.core.graph import Node
+from engine.core.attrs import attr_keys, node_typed
+from engine.core.graph import Node, op_list
 from engine.varmgr import getypes as t
 from engine.varmgr.desc import TensorDesc, desc_from_proto
 from engine.varmgr.policy import VarPolicy
@@ -85,7 +85,9 @@ class PlacedReader:
 
     Note [one attribute read]: each read goes to the attribute map once (`get`, then the
     stored kind), where `typed_attr` asks twice; a node without attributes (most variables)
-    is answered without any map access. Results equal the functions above.
+    is answered without any map access. Results equal the functions above. A lean node is
+    read lean (Note [lean ops]): the placement decodes none of the ops it reads or writes
+    (Note [lean offset writes] in engine/core/graph.py).
     """
 
     def __init__(self, policy: VarPolicy):
@@ -103,57 +105,66 @@ class PlacedReader:
 
     def head(self, node: Node) -> tuple[bool, str, int]:
         """(is a ref node, its VarManager name, its memory type)."""
-        attrs = node.op.attr
-        if not attrs:
+        get = attr_getter(node)
+        if get is None:
             return False, node.name, self.mem_default
-        if _attr(attrs, self.ref_key, "s") is not None:
+        if _attr(get, self.ref_key, "s") is not None:
             return True, node.name, self.mem_default
-        alias = _attr(attrs, self.alias_key, "s")
+        alias = _attr(get, self.alias_key, "s")
         name = alias.s.decode("utf-8", "replace") if alias is not None else ""
-        mem = _attr(attrs, self.mem_key, "i")
+        mem = _attr(get, self.mem_key, "i")
         rt = self.mem_values.get(mem.i, self.mem_default) if mem is not None else self.mem_default
         return False, name or node.name, rt
 
     def inner_offset(self, td) -> int:
         """`_inner_offset` of an output descriptor (0 without one)."""
         attrs = td.attr
-        a = _attr(attrs, self.inner_key, "i") if attrs else None
-        return a.i if a is not None else 0
+        a = attrs.get(self.inner_key) if attrs else None
+        return a.i if a is not None and a.WhichOneof("value") == "i" else 0
 
     def var_op(self, node: Node, desc: TensorDesc, offsets: tuple[int, ...] | None = None,
                inner: int | None = None) -> VarOp:
         """var_op(node, policy, desc); `offsets` (the node's output offsets) and `inner` (output 0's
         inner offset) when the caller knows them."""
-        op = node.op
         if offsets is None:
-            offsets = tuple(op.output_i)
-        attrs = op.attr
+            offsets = tuple(op_list(node, "output_i"))
         if inner is None:
-            outs = op.output_desc
+            outs = node.descs(True)
             inner = self.inner_offset(outs[0]) if outs else 0
-        if not attrs:
+        get = attr_getter(node)
+        if get is None:
             return VarOp(node.name, node.type, desc, output_offsets=offsets, inner_offset=inner)
-        weight = _attr(attrs, self.weights, "t")
+        weight = _attr(get, self.weights, "t")
         path = ""
         for key in self.file_path:
-            a = _attr(attrs, key, "s")
+            a = _attr(get, key, "s")
             path = a.s.decode("utf-8", "replace") if a is not None else ""
             if path:
                 break
         ext = None
         if node.type in self.const_place_holder:
-            a = _attr(attrs, self.ext_key, "i")
+            a = _attr(get, self.ext_key, "i")
             ext = a.i if a is not None else None
             if self.place_holder is not None:
                 from engine.varmgr.external import const_place_holder_addr
                 ext, _ = const_place_holder_addr(node, self.place_holder)
-        off = _attr(attrs, self.file_offset, "i")
+        off = _attr(get, self.file_offset, "i")
         return VarOp(node.name, node.type, desc, weight=None if weight is None else bytes(weight.t.data),
                      file_path=path, file_offset=off.i if off is not None else 0, external_address=ext,
                      output_offsets=offsets, inner_offset=inner)
 
 
-def _attr(attrs, key: str, kind: str):
-    """The AttrDef at `key` when it holds `kind`, else None (one map access)."""
-    a = attrs.get(key)
+def attr_getter(node: Node):
+    """`key → AttrDef or None` of the node's attributes, or None when it has none: a
+    decoded op's map `get`, a lean node's `Node.attr` (read only: shared, Note [lean ops])."""
+    op = node._op
+    if op is not None:
+        attrs = op.attr
+        return attrs.get if attrs else None
+    return node.attr if node.akeys or attr_keys(node) else None
+
+
+def _attr(get, key: str, kind: str):
+    """The AttrDef `get(key)` when it holds `kind`, else None (one map access)."""
+    a = get(key)
     return a if a is not None and a.WhichOneof("value") == kind else None

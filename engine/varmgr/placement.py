@@ -10,13 +10,14 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from engine.core.attrs import typed_attr
+from engine.core.attrs import node_typed
 from engine.core.gcpause import no_gc
-from engine.core.graph import Model, Node, decodes_rolled_back
+from engine.core.graph import Model, Node, decodes_rolled_back, op_list, set_desc_size, set_op_list
+from engine.core.lean import CompactOp
 from engine.varmgr import getypes as t
 from engine.varmgr.desc import DescCache, TensorDesc, desc_from_proto
 from engine.varmgr.manager import VarManager
-from engine.varmgr.nodes import is_ref_node, node_var_size, output_desc, reader_for, var_op
+from engine.varmgr.nodes import attr_getter, is_ref_node, node_var_size, output_desc, reader_for, var_op
 from engine.varmgr.records import BroadcastInfo, Status, VarError
 
 MAX_RECURSION = 16        # kVarMemMaxRecursion
@@ -30,33 +31,56 @@ class Journal:
     three fields of few nodes (output offsets, input offsets of broadcasts, the output
     sizes of placed nodes), so each node is saved the first time one of them is about to
     be written, instead of saving and comparing every node of the graph (most of the
-    report's cost at 10^5 nodes). The plan runs inside `decodes_rolled_back`, which gives
-    each node it decoded back its encoded op, the writes dropped with the decoded one (Note
-    [decode rollback] in engine/core/graph.py): a node still lean is not saved, and one
-    decoded inside the plan before its first write is saved but not restored."""
+    report's cost at 10^5 nodes). A lean node is written lean (Note [lean offset writes],
+    Note [lean descriptor writes] in engine/core/graph.py): what it holds for those fields
+    is saved as the objects themselves (a compact op's tail and descriptor tuple, its
+    anchors' descriptor messages) and put back so, which leaves it exactly as it was,
+    sharing what it shared. The plan runs inside `decodes_rolled_back`, which gives each
+    node it decoded back its encoded op, the writes dropped with the decoded one (Note
+    [decode rollback]): one decoded inside the plan before its first write is saved but
+    its decoded op not restored; its lean op is (the rollback comes first)."""
 
     __slots__ = ("saved",)
 
     def __init__(self) -> None:
-        self.saved: dict[int, tuple] = {}    # id(op) → (node, op, output_i, input_i, output sizes)
+        self.saved: dict[int, tuple] = {}    # id(node) → (node, op or lean op, what it held)
 
     def note(self, node: Node) -> None:
+        if id(node) in self.saved:
+            return
         op = node._op
-        if op is None:
-            return          # a lean node: its encoded op comes back at the end (Note [decode rollback])
-        if id(op) not in self.saved:
-            self.saved[id(op)] = (node, op, list(op.output_i), list(op.input_i), [td.size for td in op.output_desc])
+        outs = [a._desc for a in node.outs]
+        if op is not None:
+            held = (list(op.output_i), list(op.input_i), [td.size for td in op.output_desc])
+        elif type(node.lean) is CompactOp:
+            held = (node.lean.tail, node.lean.output_desc, outs)
+        else:
+            lean = node.lean
+            held = (list(lean.output_i), list(lean.input_i), list(lean.output_desc), outs)
+        self.saved[id(node)] = (node, op if op is not None else node.lean, held)
 
     def restore(self) -> None:
-        for node, op, outs, ins, sizes in self.saved.values():
-            if node._op is not op:
-                continue    # decoded inside the plan and given back its encoded op: the writes went with it
-            for field, old in ((op.output_i, outs), (op.input_i, ins)):
-                if list(field) != old:
-                    del field[:]
-                    field.extend(old)
-            for td, size in zip(op.output_desc, sizes):
-                td.size = size
+        for node, op, held in self.saved.values():
+            if op is node._op:
+                outs, ins, sizes = held
+                for field, old in ((op.output_i, outs), (op.input_i, ins)):
+                    if list(field) != old:
+                        del field[:]
+                        field.extend(old)
+                for td, size in zip(op.output_desc, sizes):
+                    td.size = size
+            elif op is node.lean:
+                if type(op) is CompactOp:
+                    op.tail, op.output_desc, descs = held
+                else:
+                    outs, ins, raws, descs = held
+                    for field, old in ((op.output_i, outs), (op.input_i, ins), (op.output_desc, raws)):
+                        if list(field) != old:
+                            del field[:]
+                            field.extend(old)
+                for a, d in zip(node.outs, descs):
+                    a._desc = d
+            # else: decoded inside the plan, with its writes, and given back its lean op
         self.saved.clear()
 
 
@@ -129,7 +153,7 @@ def graph_available_memory(model: Model, mgr: VarManager) -> int:
     for node in model.root.nodes():
         if node.type not in types or mgr.is_var_exist(node.name):
             continue
-        for td in node.op.output_desc:
+        for td in node.descs(True):
             new_total += node_var_size(node, output_desc_of(td, policy), policy, padding)
     max_var = mgr.get_var_mem_max_size()
     current = mgr.get_var_mem_size(mgr.hbm_rt)
@@ -205,8 +229,8 @@ def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
             continue
         if journal is not None:
             journal.note(node)
-        op = node.op
-        out_descs = op.output_desc
+        op = node._op       # a lean node is read lean, and written so (Note [lean offset writes])
+        out_descs = op.output_desc if op is not None else node.descs(True)
         if not out_descs:
             raise VarError(Status.FAILED, f"node:{node.name} has no OutputDesc", node.name)
         td = out_descs[0]
@@ -218,9 +242,8 @@ def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
             if dkey is not None and desc.dtype != string:
                 sizes[dkey] = size
         if size != desc.size:                 # desc.size is td.size as read
-            td.size = size
+            set_desc_size(node, 0, size)
         desc = descs[node] = sized(dkey, desc, size)
-        offsets = op.output_i
         count = len(out_descs)
         zeros = zero_offsets.get(count)
         if zeros is None:
@@ -237,8 +260,8 @@ def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
                 if dkey is not None:
                     inners[dkey] = inner
             result = mgr.assign_var_mem(name, reader.var_op(node, desc, zeros, inner), desc, mem_type, key)
-            if node.type in variable and op.attr:
-                offsets[:] = zeros
+            if node.type in variable and attr_getter(node) is not None:
+                set_op_list(node, "output_i", zeros)
                 _assign_data_to_fp32_var(node, mgr)
             mgr.set_allocated_graph_id(name, graph_id)
             footprint, decision = result.footprint, result.rule or "new block"
@@ -249,7 +272,7 @@ def assign_static_memory(model: Model, mgr: VarManager, graph_id: int,
         if entry is None:
             mgr.get_var_addr(name, desc)              # fails as GetVarAddr fails
         address, typ = entry.address, entry.memory_type
-        offsets[:] = [address, *tail]
+        set_op_list(node, "output_i", [address, *tail])
         type_name = type_names.get(typ)
         if type_name is None:
             spec = policy.mem_type_by_rt(typ)
@@ -278,8 +301,7 @@ def _check_same_key_size(node: Node, name: str, desc, mgr: VarManager, key: str)
 
 
 def _assign_data_to_fp32_var(node: Node, mgr: VarManager) -> None:
-    attrs = node.op.attr
-    src = typed_attr(attrs, mgr.policy.attrs.src_var_name, "s") if attrs else None
+    src = node_typed(node, mgr.policy.attrs.src_var_name, "s")
     if src is None:
         return
     cur = mgr.get_cur_var_desc(src)
@@ -301,8 +323,7 @@ def assign_var_attr_to_nodes(model: Model, mgr: VarManager, graph_id: int,
     for node in model.all_nodes() if nodes is None else nodes:
         if node.type not in variable:
             continue
-        attrs = node.op.attr
-        if attrs and is_ref_node(node, policy):
+        if is_ref_node(node, policy):
             continue
         if node not in descs:
             descs[node] = output_desc(node, policy)
@@ -331,10 +352,11 @@ def _offsets(node: Node):
     journal = _JOURNAL.get()
     if journal is not None:
         journal.note(node)      # every write outside assign_static_memory goes through here
-    op = node.op
-    if not op.output_i and op.output_desc:
-        op.output_i.extend([0] * len(op.output_desc))
-    return op.output_i
+    offsets = op_list(node, "output_i")
+    if not offsets and node.desc_count(True):
+        offsets = [0] * node.desc_count(True)
+        set_op_list(node, "output_i", offsets)
+    return offsets
 
 
 def _set_out_variable_attr(node: Node, var_node: Node, mgr: VarManager,
@@ -349,6 +371,7 @@ def _set_out_variable_attr(node: Node, var_node: Node, mgr: VarManager,
         if addrs is not None:
             addrs[var_node] = address
     outputs[0] = address
+    set_op_list(node, "output_i", outputs)
 
 
 def _deal_export_variable(node: Node, var_node: Node, mgr: VarManager, depth: int,
@@ -365,20 +388,20 @@ def _deal_export_variable(node: Node, var_node: Node, mgr: VarManager, depth: in
 
 
 def _deal_broadcast(graph_id: int, node: Node, idx: int, var_node: Node, mgr: VarManager) -> BroadcastInfo:
-    op = node.op
-    if idx >= len(op.input_desc):
+    in_descs = node.descs(False)
+    if idx >= len(in_descs):
         raise VarError(Status.FAILED, f"Get broadcast op {node.name} input tensor desc size "
-                       f"[{len(op.input_desc)}] < idx [{idx}]", var_node.name)
-    outputs = list(_offsets(node))
+                       f"[{len(in_descs)}] < idx [{idx}]", var_node.name)
+    outputs = _offsets(node)
     if len(outputs) <= idx:
         raise VarError(Status.FAILED, f"Get broadcast op {node.name} output_list size [{len(outputs)}] "
                        f"< idx [{idx}]", var_node.name)
-    del op.input_i[:]
-    op.input_i.extend(outputs)
-    if len(op.output_desc) <= idx:
+    set_op_list(node, "input_i", outputs)
+    out_descs = node.descs(True)
+    if len(out_descs) <= idx:
         raise VarError(Status.FAILED, f"Get broadcast op {node.name} output tensor desc size "
-                       f"[{len(op.output_desc)}] < idx [{idx}]", var_node.name)
-    in_size, out_size = op.input_desc[idx].size, op.output_desc[idx].size
+                       f"[{len(out_descs)}] < idx [{idx}]", var_node.name)
+    in_size, out_size = in_descs[idx].size, out_descs[idx].size
     if in_size != out_size:
         raise VarError(Status.FAILED, f"Broadcast op input size[{in_size}] is not equal output size"
                        f"[{out_size}] (op {node.name}, variable '{var_node.name}')", var_node.name)
@@ -414,10 +437,12 @@ def _deal_export_trans(node: Node, final: Node, mgr: VarManager, depth: int) -> 
         for peer in list(node.outs[0].peers):
             if peer.node.type in assign:
                 _deal_export_trans(peer.node, final, mgr, depth + 1)
-    if not _offsets(final) or not _offsets(node):
+    source, offsets = _offsets(final), _offsets(node)
+    if not source or not offsets:
         raise VarError(Status.PARAM_INVALID, f"output offsets of {final.name} or {node.name} are empty",
                        node.name)
-    node.op.output_i[0] = final.op.output_i[0]
+    offsets[0] = source[0]
+    set_op_list(node, "output_i", offsets)
 
 
 # ---- AssignMemory2HasRefAttrNode -------------------------------------------------------
@@ -425,8 +450,11 @@ def assign_memory_to_ref_attr_nodes(model: Model, mgr: VarManager, nodes: list[N
     policy = mgr.policy
     key = policy.attrs.ref_var_src_var_name
     lookup: dict[str, Node] | None = None
+    needle = key.encode()
     for node in model.all_nodes() if nodes is None else nodes:
-        # read through the node: a lean one is decoded only to be written (Note [lean ops])
+        # read through the node, lean (Note [lean ops]); most descriptors have no such key
+        if not node.descs_may_hold(needle, outputs=True):
+            continue
         for idx, td in enumerate(node.descs(outputs=True)):
             a = td.attr.get(key)
             if a is None or a.WhichOneof("value") != "s":
@@ -441,10 +469,12 @@ def assign_memory_to_ref_attr_nodes(model: Model, mgr: VarManager, nodes: list[N
             if src.type in policy.op_types.ref_data:
                 continue
             address, _ = mgr.get_var_addr(src_name, output_desc(src, policy))
-            if idx >= len(_offsets(node)):
+            offsets = _offsets(node)
+            if idx >= len(offsets):
                 raise VarError(Status.FAILED, f"out_index {idx} >= ref_attr_node_output_list.size() "
-                               f"{len(node.op.output_i)} (node {node.name})", src_name)
-            node.op.output_i[idx] = address
+                               f"{len(offsets)} (node {node.name})", src_name)
+            offsets[idx] = address
+            set_op_list(node, "output_i", offsets)
 
 
 def _name_lookup(model: Model) -> dict[str, Node]:

@@ -154,6 +154,8 @@ def test_disk_full_on_the_last_output_changes_nothing(tmp_path, capsys, monkeypa
     calls = []
 
     def full_disk(fh, data):
+        if not isinstance(data, bytes):         # the reports come as pieces (Note [streamed JSON])
+            data = b"".join(data)
         calls.append(len(data))
         if len(calls) == 3:                      # the last output, --report-html
             fh.write(data[:100])
@@ -319,12 +321,12 @@ def test_the_json_report_is_written_before_the_page_is_made(tmp_path, capsys, mo
     import engine.report.html as html
     graph, rj, page = tmp_path / "g.pbtxt", tmp_path / "r.json", tmp_path / "r.html"
     seen = []
-    real_render = html.render_html
+    real_render = html.render_html_pieces
 
     def render(*a, **k):
         seen.append((leftovers(tmp_path), rj.exists()))
         return real_render(*a, **k)
-    monkeypatch.setattr(html, "render_html", render)
+    monkeypatch.setattr(html, "render_html_pieces", render)
     code, _, _ = run(RUN + ["--out", graph, "--report-json", rj, "--report-html", page, "--quiet"], capsys)
     assert code == 0
     ((temps, target_there),) = seen

@@ -111,7 +111,7 @@ def cmd_run(args) -> int:
     args.graph = args.graphs[0]
     from engine.core.dumpio import ModelFile, model_to_text, serialize_model, is_binary_path
     from engine.cli.outputs import Outputs
-    from engine.report.model import build_report, report_json
+    from engine.report.model import build_report, report_json_pieces
     from engine.report.text import Progress, summary_text
 
     gates = fail_on_gates(args.fail_on)
@@ -176,11 +176,11 @@ def cmd_run(args) -> int:
                     report["near_misses"] = near_misses(ctx, probe)
                     report["sections"].append(near_miss_section(report["near_misses"]))
                 if args.report_json:
-                    outputs.append((args.report_json, files.stage(args.report_json, report_json(report))))
+                    outputs.append((args.report_json, files.stage(args.report_json, report_json_pieces(report))))
                 if args.report_html:
-                    from engine.report.html import render_html
+                    from engine.report.html import render_html_pieces
                     outputs.append((args.report_html, files.stage(args.report_html,
-                                                                  render_html(report, ctx, args.times).encode())))
+                                                                  render_html_pieces(report, ctx, args.times))))
                 outputs += findings.outputs(args, ctx, report)
             weights.write(files, outputs)
         finally:

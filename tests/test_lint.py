@@ -14,7 +14,7 @@ from engine.passes.algorithms import lint
 from engine.cli import main
 from engine.passes.context import RunContext
 from engine.core.dumpio import serialize_model
-from engine.core.errors import PassFailure
+from engine.core.errors import Collector, PassFailure
 from engine.passes.catalog import load_pack
 from engine.passes.manager import resolve_passes, run_passes
 from engine.core.yamlgraph import load_yaml_graph
@@ -235,3 +235,72 @@ def test_conflicts_match_brute_force(seed, tmp_path, monkeypatch):
     want = brute_force(model)
     assert want, "the random graph should have conflicts"
     assert got == want
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("search", ["bounded", "tiny"])
+def test_pairs_decided_as_asked_give_the_conflicts_of_the_full_reachability(seed, search, tmp_path, monkeypatch):
+    """Note [pairs as asked]: each pair's search when check_output asks, the full reachability
+    once a search cannot decide (a tiny search budget: most cannot); every conflict as the
+    brute force finds it, and as the reachability built up front does."""
+    if search == "tiny":
+        monkeypatch.setattr(lint, "BUDGET", 1)
+    monkeypatch.setattr(lint, "CHUNK", 5)
+    path = tmp_path / "g.yaml"
+    path.write_text(random_graph(random.Random(100 + seed), 150))
+    model, options = load_yaml_graph(path, PACK)
+
+    def lint_of(eager: bool):
+        gl = lint.GraphLint(RunContext(PACK, model, options), PACK.configs["graph_lint"], PACK.passes["graph_lint"])
+        gl.eager = eager
+        return gl, {o.key: (w.node.name, x.node.name, kind) for _, o, w, x, kind in gl.conflicts(model.root)}
+    (asked, got), (_, want) = lint_of(False), lint_of(True)
+    assert got == want == brute_force(model) and got, "the random graph should have conflicts"
+    (reach,) = asked.asked.values()
+    assert (reach.full is not None) == (search == "tiny")
+
+
+def test_the_lint_searches_and_types_only_what_comes_before_the_first_conflict(monkeypatch):
+    """GE stops at the first conflict: on a training step whose first conflict comes early, a
+    handful of pairs are searched and of nodes typed (Note [pairs as asked], Note [inputs typed
+    as asked]), where the lint built up front searched every pair and typed every node; the
+    diagnostic is the same, and every node's original type was still read."""
+    from benchmarks.gen_graph import make_model
+    from engine.core.dumpio import build_model
+    searched, typed, originals = [], [], []
+    search, single, original = lint._search, lint.GraphLint.mark_single, lint.GraphLint.original_of
+    monkeypatch.setattr(lint, "_search", lambda *a: searched.append(1) or search(*a))
+    monkeypatch.setattr(lint.GraphLint, "mark_single", lambda self, n: typed.append(n) or single(self, n))
+    monkeypatch.setattr(lint.GraphLint, "original_of", lambda self, n: originals.append(n) or original(self, n))
+    runs = []
+    for eager in (False, True):
+        model = build_model(make_model(3000, seed=1))
+        ctx = RunContext(PACK, model, {})
+        gl = lint.GraphLint(ctx, PACK.configs["graph_lint"], PACK.passes["graph_lint"])
+        gl.eager = eager
+        counts = len(searched), len(typed)
+        del originals[:]
+        gl.verify(model.root)
+        assert set(originals) >= {n for n in model.all_nodes() if not n.subgraphs}
+        runs.append((len(searched) - counts[0], len(typed) - counts[1], [(d.code, d.message) for d in ctx.diagnostics]))
+    (searches, types, found), (all_searches, all_types, found_upfront) = runs
+    assert found == found_upfront and found, "the training step has a W18888"
+    assert searches * 20 <= all_searches, (searches, all_searches)
+    assert types * 5 <= all_types, (types, all_types)
+
+
+def test_input_rules_that_may_leave_an_input_untyped_type_every_node_first(tmp_path):
+    """Note [inputs typed as asked]: a pack whose last input rule has a condition may leave an
+    input without a type, which fails the pass before any conflict is looked at, as GE's does:
+    its inputs are all typed up front."""
+    rules = [replace(r, when=lint.parse_rule_expr("node.type != \"NeverSeen\"", r.loc, Collector())) if k == 2 else r
+             for k, r in enumerate(PACK.configs["graph_lint"].input_rules)]
+    cfg = replace(PACK.configs["graph_lint"], input_rules=rules)
+    path = tmp_path / "g.yaml"
+    path.write_text(random_graph(random.Random(7), 60))
+    model, options = load_yaml_graph(path, PACK)
+    default = lint.GraphLint(RunContext(PACK, model, options), PACK.configs["graph_lint"], PACK.passes["graph_lint"])
+    partial = lint.GraphLint(RunContext(PACK, model, options), cfg, PACK.passes["graph_lint"])
+    assert default.total and not partial.total
+    list(partial.conflicts(model.root))
+    assert not partial.lazy and len(partial.rw) == sum(1 for n in model.all_nodes() if not n.subgraphs)

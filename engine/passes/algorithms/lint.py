@@ -712,9 +712,10 @@ class _AskedReach(_Reach):
     found at the fifth shared output. Here a pair gets its bounded search (Note [pair
     search]) when it is asked, once; the answer is the search's, which is the full
     reachability's. The first pair no search decides builds the full reachability, which
-    answers from then on, so a graph without a conflict costs what it cost before, and no
-    more. Only without an analysis budget and a why-not probe: the budget pays for the
-    searches in build_reach's order, and the probe reads its pairs."""
+    answers from then on, so a graph without a conflict costs about what it cost before:
+    the same searches, and those made before that pair once more. Only without an analysis
+    budget and a why-not probe: the budget pays for the searches in build_reach's order,
+    and the probe reads its pairs."""
 
     def __init__(self, lint: "GraphLint", g: Graph):      # not _Reach.__init__, which searches every pair
         self.lint, self.graph = lint, g

@@ -283,6 +283,38 @@ def test_lint_reachability_does_linear_work(hub, monkeypatch):
         assert sweep_large > 5 * sweep_small, (sweep_small, sweep_large)
 
 
+def _counted_asked_work(model) -> int:
+    """Edge-list reads of graph_lint deciding, as they are asked (Note [pairs as asked]),
+    every writer/reader pair the up-front reachability would decide: a graph whose every
+    shared output is asked about, as one without a conflict is."""
+    _, _, gl = _lint(model)
+    root = model.root
+    gl.build_reach(root)
+    pairs = [(a, b) for a, bs in gl.partners[root].items() for b in bs if a is not b]
+    count = _Count()
+    with pytest.MonkeyPatch.context() as mp:
+        for slot in ("ins", "outs", "in_ctrl", "out_ctrl"):
+            member = Node.__dict__[slot]
+
+            def get(self, member=member):
+                count.n += 1
+                return member.__get__(self, Node)
+            mp.setattr(Node, slot, property(get, member.__set__))
+        asked = lint._AskedReach(gl, root)
+        answers = [asked.connected(a, b) for a, b in pairs]
+    assert answers == [gl.reach[root].connected(a, b) for a, b in pairs]
+    return count.n
+
+
+@pytest.mark.parametrize("hub", [0.0, 0.4])
+def test_lint_pairs_decided_as_asked_do_linear_work(hub):
+    """4× the nodes, at most ~4× the edge-list reads when every pair is asked about, with the
+    answers of the reachability built up front."""
+    models = [build_model(make_model(n, seed=0, hub=hub)) for n in (1500, 6000)]
+    small, large = (_counted_asked_work(m) for m in models)
+    assert 0 < small and large <= 5 * small, (small, large)
+
+
 # ---- benchmark graphs ---------------------------------------------------------------------
 def test_generated_dump_attrs_are_what_a_save_writes():
     """--dump-attrs graphs carry the peer index on every op, as GE's dump writes it: loading

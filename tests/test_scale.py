@@ -250,6 +250,17 @@ def test_lint_searches_decide_as_the_sweep_on_a_training_step(hub, monkeypatch):
     assert fast == slow and fast[0], "the training step has conflicts to find"
 
 
+def _count_edge_reads(mp: pytest.MonkeyPatch, count: _Count) -> None:
+    """Count every read of a node's edge lists (ins, outs, in_ctrl, out_ctrl) in `count`."""
+    for slot in ("ins", "outs", "in_ctrl", "out_ctrl"):
+        member = Node.__dict__[slot]
+
+        def get(self, member=member):
+            count.n += 1
+            return member.__get__(self, Node)
+        mp.setattr(Node, slot, property(get, member.__set__))
+
+
 def _counted_reach_work(model, budget=None) -> int:
     """Reads of a node's edge lists while graph_lint builds its reachability."""
     _, _, gl = _lint(model, budget)
@@ -257,13 +268,7 @@ def _counted_reach_work(model, budget=None) -> int:
     count = _Count()
     init = lint._Reach.__init__
     with pytest.MonkeyPatch.context() as mp:
-        for slot in ("ins", "outs", "in_ctrl", "out_ctrl"):
-            member = Node.__dict__[slot]
-
-            def get(self, member=member):
-                count.n += 1
-                return member.__get__(self, Node)
-            mp.setattr(Node, slot, property(get, member.__set__))
+        _count_edge_reads(mp, count)
         mp.setattr(lint._Reach, "__init__", lambda self, *args: init(self, *args, search=budget))
         gl.reach.pop(root, None)
         gl.build_reach(root)
@@ -293,13 +298,7 @@ def _counted_asked_work(model) -> int:
     pairs = [(a, b) for a, bs in gl.partners[root].items() for b in bs if a is not b]
     count = _Count()
     with pytest.MonkeyPatch.context() as mp:
-        for slot in ("ins", "outs", "in_ctrl", "out_ctrl"):
-            member = Node.__dict__[slot]
-
-            def get(self, member=member):
-                count.n += 1
-                return member.__get__(self, Node)
-            mp.setattr(Node, slot, property(get, member.__set__))
+        _count_edge_reads(mp, count)
         asked = lint._AskedReach(gl, root)
         answers = [asked.connected(a, b) for a, b in pairs]
     assert answers == [gl.reach[root].connected(a, b) for a, b in pairs]

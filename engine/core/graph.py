@@ -204,6 +204,15 @@ class Node:
             return op.output_desc if outputs else op.input_desc
         return [shared_desc(r) for r in (self.lean.output_desc if outputs else self.lean.input_desc)]
 
+    def desc_bytes(self, idx: int, outputs: bool = False) -> bytes | None:
+        """A lean node's input (or output) descriptor `idx` as encoded, or None (a decoded
+        node, or none there): a key for what is a function of the descriptor alone, as
+        equal bytes decode to equal descriptors (Note [lean ops])."""
+        if self._op is not None:
+            return None
+        raws = self.lean.output_desc if outputs else self.lean.input_desc
+        return raws[idx] if 0 <= idx < len(raws) else None
+
     def descs_may_hold(self, needle: bytes, outputs: bool = False) -> bool:
         """False when no input (or output) descriptor can hold `needle`: a lean node's
         descriptors are bytes, and an attribute key a descriptor carries is in them

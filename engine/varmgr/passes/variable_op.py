@@ -16,7 +16,7 @@ from engine.core.surgery import isolate, link, link_ctrl, remove_node, unlink
 from engine.varmgr import getypes as t
 from engine.varmgr.desc import TensorDesc, desc_from_proto, desc_to_proto
 from engine.varmgr.manager import VarManager
-from engine.varmgr.nodes import output_desc, var_op
+from engine.varmgr.nodes import desc_at, output_desc, var_op
 from engine.varmgr.policy import TransSupport, VarPolicy
 from engine.varmgr.rebuild import GraphRebuildStateCtrl
 from engine.varmgr.records import TransNodeInfo, VarError
@@ -144,7 +144,8 @@ def _check_same_and_trans_op(same_vars: list[Node], policy: VarPolicy,
                 out = output_desc(consumer, policy)
                 keys.add(_key(out))
                 if step is None:
-                    in_desc = desc_from_proto(consumer.descs()[peer.idx], policy.attrs.init_value)
+                    in_desc = desc_at(consumer, peer.idx, policy.attrs.init_value, False) or \
+                        desc_from_proto(consumer.descs()[peer.idx], policy.attrs.init_value)
                     step = TransNodeInfo(consumer.type, in_desc, out)
     if step is None or len(keys) != 1:
         if why is not None:

@@ -14,7 +14,7 @@ from engine.core.attrs import node_attr, set_attr
 from engine.core.dumpio import (_encode_text, _fields, _protoc_available, build_lean_model, build_model, load_model,
                                 read_modeldef, serialize_model)
 from engine.core.errors import InputError
-from engine.core.graph import decodes_rolled_back
+from engine.core.graph import _lean_desc_write, decodes_rolled_back
 from engine.core.lean import LEAN_CANON, CompactOp, LeanGraphDef, LeanOpDef, check_shared, encode_entry
 from engine.passes.context import RunContext
 from engine.passes.manager import check_graph, resolve_passes, run_passes
@@ -721,3 +721,34 @@ def test_ops_with_the_same_attribute_bytes_are_read_once(tmp_path, monkeypatch):
     dumpio._check_descs([desc, desc], descs)
     with pytest.raises(AssertionError, match="descriptor list kept at load differs"):
         dumpio._check_descs([desc, desc], (descs[0], descs[1] + 1))
+
+
+def test_variable_descriptors_are_read_once_per_distinct_bytes(tmp_path, monkeypatch):
+    """Note [descriptors by bytes]: a lean node's TensorDesc is desc_from_proto of its
+    descriptor, read once per distinct encoded descriptor and shared; a descriptor with an
+    initial value is read each time (not kept); a decoded node's is read from its op."""
+    from engine.varmgr import nodes
+    from engine.varmgr.desc import INIT_VALUE_ATTR, desc_from_proto
+    monkeypatch.setattr(nodes, "_BY_BYTES", {})
+    reads = []
+    monkeypatch.setattr(nodes, "desc_from_proto", lambda td, *a: reads.append(1) or desc_from_proto(td, *a))
+    src = tmp_path / "step.pb"
+    write_model(make_model(800, dump_attrs=True), src)
+    model = load_model(src)
+    lean_nodes = [n for n in model.all_nodes() if n.outs and n._op is None]
+    got = [nodes.desc_at(n, 0, INIT_VALUE_ATTR) for n in lean_nodes]
+    assert got == [desc_from_proto(n.descs(True)[0], INIT_VALUE_ATTR) for n in lean_nodes]
+    distinct = {n.desc_bytes(0, True) for n in lean_nodes}
+    assert len(reads) == len(distinct) < len(lean_nodes) // 10
+    assert nodes.desc_at(lean_nodes[0], 0, INIT_VALUE_ATTR) is got[0]
+    assert nodes.desc_at(lean_nodes[0], 99, INIT_VALUE_ATTR) is None
+    node = lean_nodes[1]
+
+    def with_initial_value(d):
+        d.attr[INIT_VALUE_ATTR].t.data = b"\x00" * 16
+    assert _lean_desc_write(node, True, 0, with_initial_value, INIT_VALUE_ATTR) and node._op is None
+    n_reads = len(reads)
+    first, again = nodes.desc_at(node, 0, INIT_VALUE_ATTR), nodes.desc_at(node, 0, INIT_VALUE_ATTR)
+    assert first.init_value is not None and first == again and len(reads) == n_reads + 2
+    node.op.output_desc[0].size = 4096                           # decoded: read from its op each time
+    assert nodes.desc_at(node, 0, INIT_VALUE_ATTR).size == 4096

@@ -6,7 +6,7 @@ the pack's `symbols.ref_from_input` rules.
 """
 from __future__ import annotations
 
-from engine.core.graph import Graph, InAnchor, Node, OutAnchor
+from engine.core.graph import Graph, InAnchor, Node, OutAnchor, op_list
 from engine.dsl.library import PrimSpec, register
 from engine.proto import ge_ir_pb2 as pb
 
@@ -82,7 +82,7 @@ def op_field(node, field: str) -> list:
     n = _node(node)
     if n is None or field not in ("input_i", "output_i", "is_input_const"):
         return []
-    return list(getattr(n._op if n._op is not None else n.lean, field))     # the lean op has them (Note [lean ops])
+    return op_list(n, field)        # the lean op has them (Note [lean offset writes])
 
 
 def in_nodes(node) -> list[Node]:

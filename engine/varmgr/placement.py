@@ -49,14 +49,13 @@ class Journal:
         if id(node) in self.saved:
             return
         op = node._op
-        outs = [a._desc for a in node.outs]
         if op is not None:
             held = (list(op.output_i), list(op.input_i), [td.size for td in op.output_desc])
         elif type(node.lean) is CompactOp:
-            held = (node.lean.tail, node.lean.output_desc, outs)
+            held = (node.lean.tail, node.lean.output_desc, [a._desc for a in node.outs])
         else:
             lean = node.lean
-            held = (list(lean.output_i), list(lean.input_i), list(lean.output_desc), outs)
+            held = (list(lean.output_i), list(lean.input_i), list(lean.output_desc), [a._desc for a in node.outs])
         self.saved[id(node)] = (node, op if op is not None else node.lean, held)
 
     def restore(self) -> None:
@@ -353,8 +352,9 @@ def _offsets(node: Node):
     if journal is not None:
         journal.note(node)      # every write outside assign_static_memory goes through here
     offsets = op_list(node, "output_i")
-    if not offsets and node.desc_count(True):
-        offsets = [0] * node.desc_count(True)
+    count = node.desc_count(True)
+    if not offsets and count:
+        offsets = [0] * count
         set_op_list(node, "output_i", offsets)
     return offsets
 

@@ -132,3 +132,20 @@ def test_a_sides_node_level_conditions_are_one_call_a_node():
     fns = [lp.comp.function(e, MARK_VARS) for e in dict.fromkeys(conds, None)]
     for n in with_ins[:50]:
         assert in_f(n, None, model.root) == tuple(f(n, None, model.root) for f in fns)
+
+
+@pytest.mark.parametrize("path", [RTS_CASE, ROOT / "examples" / "train_step.pbtxt"], ids=["rts-case", "example"])
+def test_the_walk_skips_only_symbols_that_find_nothing(path):
+    """Note [candidate symbols]: every symbol left out of the walk finds no conflict, and
+    those walked are the rest in name order."""
+    model = load_yaml_graph(path, PACK)[0] if path.suffix == ".yaml" else load_model(path)
+    lp = _pass(model)
+    lp.marks = {}
+    for node in model.all_nodes(model.root):
+        lp.mark_node(node, model.root)
+    walked = lp._candidates()
+    assert walked == sorted(walked) and len(set(walked)) == len(walked)
+    skipped = set(lp.table.anchors) - set(walked)
+    assert skipped and walked
+    for name in skipped:
+        assert lp.find_conflicts(list(lp.table.anchors[name])) == {}

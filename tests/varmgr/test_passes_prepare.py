@@ -122,3 +122,57 @@ def test_ref_port_index_input_gets_ref_identity(pool):
     assert m.root.find("scatter").ins[0].peer.node is ident and ref.ins[0].peer.node is ident
     assert preds(ref) == ["scatter"]
     assert preds(m.root.find("after")) == ["scatter", "variable_TO_scatter_REF_0"]
+
+
+def _refs_in_subgraphs(k: int, clash: bool = False):
+    """A root calling k subgraphs, each with a variable v<i> its Assign writes (one ref each);
+    with `clash`, the root has a node named like the first subgraph's ref."""
+    b = GraphBuilder("root")
+    b.op("x", "Data", outs=[desc((4,))])
+    for i in range(k):
+        b.op(f"call{i}", "PartitionedCall", inputs=["x:0"], outs=[desc((4,))], subgraphs=[f"body{i}"])
+    if clash:
+        b.op("v0_TO_assign_REF_0", "Relu", inputs=["x:0"], outs=[desc((4,))])
+    for i in range(k):
+        g = f"body{i}"
+        b.sub(g)
+        b.op("data", "Data", outs=[desc((4,))], attrs={"_parent_node_index": 0}, graph=g)
+        b.op(f"v{i}", "Variable", outs=[desc((4,))], ports=VAR_PORTS, graph=g)
+        b.op("assign", "Assign", inputs=[f"v{i}:0", "data:0"], outs=[desc((4,))], ports=ASSIGN_PORTS, graph=g)
+        b.op("out", "NetOutput", inputs=["assign:0"], outs=[], graph=g)
+    return b.build()
+
+
+def _run_prepare(model, default_pack):
+    from engine.passes.context import RunContext
+    from engine.passes.manager import check_graph, resolve_passes, run_passes
+    ctx = RunContext(default_pack, model, {})
+    check_graph(ctx)
+    run_passes(ctx, resolve_passes(default_pack, ["variable_prepare"], {}))
+    return ctx
+
+
+def test_a_subgraphs_ref_is_reported_from_its_own_graph(default_pack):
+    """Note [the change's own graph]: the insertion's producer and consumers are the new
+    ref's, though the root has a node of the same name before the subgraph."""
+    ctx = _run_prepare(_refs_in_subgraphs(1, clash=True), default_pack)
+    (ins,) = ctx.insertions
+    assert (ins.name, ins.graph, ins.producer, ins.consumers) == ("v0_TO_assign_REF_0", "body0", "assign:0", ())
+
+
+def test_recording_the_refs_looks_each_up_once(default_pack, monkeypatch):
+    """The refs of k subgraphs are recorded with a look-up or two each, not one per graph
+    before theirs (k² in all)."""
+    from engine.core import graph as graph_mod
+    k = 60
+    model = _refs_in_subgraphs(k)
+    finds = [0]
+    real = graph_mod.Graph.find
+
+    def counted(self, name):
+        finds[0] += 1
+        return real(self, name)
+    monkeypatch.setattr(graph_mod.Graph, "find", counted)
+    ctx = _run_prepare(model, default_pack)
+    assert len(ctx.insertions) == k
+    assert finds[0] <= 3 * k

@@ -59,6 +59,33 @@ def test_lean_and_full_readers_make_the_same_run(src, tmp_path, default_pack):
         assert _lean_share(lean_model) > 0.7
 
 
+def test_ops_without_attributes_stay_lean_and_save_as_decoded(tmp_path, default_pack):
+    """Note [no attributes is a key order] (engine/core/lean.py): an op without attributes
+    is not one whose keys repeat; the pipeline decodes it only where it decodes the op with
+    its attributes (to write it), and the save is the decoded run's byte for byte."""
+    proto = make_model(600, dump_attrs=True)
+    whole = tmp_path / "whole.pb"
+    write_model(proto, whole)
+    with_attrs = load_model(whole)
+    _pipeline(with_attrs, default_pack)
+    written = {n.name for n in with_attrs.all_nodes() if n._op is not None}     # decoded for a write
+    bare = set()
+    for g in proto.graph:
+        for k, op in enumerate(g.op):
+            if k % 7 == 3:
+                op.ClearField("attr")
+                bare.add(op.name)
+    src = tmp_path / "bare.pb"
+    write_model(proto, src)
+    lean_model = load_model(src)
+    full_model = build_model(read_modeldef(src), str(src))
+    lean_ctx, full_ctx = _pipeline(lean_model, default_pack), _pipeline(full_model, default_pack)
+    assert [(i.name, i.type) for i in lean_ctx.insertions] == [(i.name, i.type) for i in full_ctx.insertions]
+    assert serialize_model(lean_model) == serialize_model(full_model)
+    kept = [n for n in lean_model.all_nodes() if n.name in bare]
+    assert len(kept) > 50 and {n.name for n in kept if n._op is not None} <= written
+
+
 def test_a_pack_writing_descriptors_writes_the_nodes_own(tmp_path):
     """A rule action that writes a tensor descriptor of a lean node (ge-doc's
     inplace_support_check: set_desc_attr on single-output nodes) writes the node's own

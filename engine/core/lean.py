@@ -137,7 +137,19 @@ LEAN_CANON = 1          # the op's bytes were canonical at load: its lean encodi
 LEAN_STRIP_PEER = 2     # the lean attributes hold the peer index the loader took out of the node's view
 
 _ORDERS: dict[tuple, tuple] = {}        # interned key orders (a graph has a few dozen)
-_DUPLICATE = ()                         # korder of a node whose lean attributes repeat a key
+
+
+class _Repeated(tuple):
+    """The type of `_DUPLICATE`: an empty tuple that is not `()`.
+
+    Note [no attributes is a key order]: `()` is the key order of an op without attributes
+    (7 % of the ops of a real dump, ge_proto_00017). While `_DUPLICATE` was `()` itself (one
+    object in CPython), such an op read as one whose keys repeat: its reads, its port names
+    and its save decoded it, for nothing."""
+    __slots__ = ()
+
+
+_DUPLICATE = _Repeated()                # korder of a node whose lean attributes repeat a key
 
 
 def lean_order(n) -> tuple:

@@ -428,3 +428,20 @@ def test_report_without_insertions(default_pack):
     report = build_report(ctx, "x", graph_stats(model))
     assert report["insertions"] == [] and json.loads(report_json(report)) == report
     assert 'id="sec-insertions"' in render_html(report)
+
+
+def test_the_report_is_frozen_as_it_is_built():
+    """A report is kept until its forms are written: it is frozen with the model, so the
+    first collection after it does not walk its objects (Note [gc], engine/report/model.py)."""
+    import gc
+
+    def containers(x) -> int:
+        if isinstance(x, dict):
+            return 1 + sum(containers(v) for v in x.values())
+        if isinstance(x, list):
+            return 1 + sum(containers(v) for v in x)
+        return 0
+    ctx, _, _ = run_case(CASES / "rw" / "RW-01.yaml", passes=["mem_rw_conflict"])
+    before = gc.get_freeze_count()
+    report = build_report(ctx, "x", graph_stats(ctx.model))
+    assert gc.get_freeze_count() - before >= containers(report) > 10

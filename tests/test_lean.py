@@ -779,3 +779,20 @@ def test_variable_descriptors_are_read_once_per_distinct_bytes(tmp_path, monkeyp
     assert first.init_value is not None and first == again and len(reads) == n_reads + 2
     node.op.output_desc[0].size = 4096                           # decoded: read from its op each time
     assert nodes.desc_at(node, 0, INIT_VALUE_ATTR).size == 4096
+
+
+def test_key_sets_are_made_once_per_key_order_and_are_the_ops_keys(tmp_path):
+    """Note [key sets by key order]: a lean node's attribute keys are its decoded op's (the
+    peer index left out, as the loader hides it), one set object per key order."""
+    src = tmp_path / "keys.pb"
+    write_model(make_model(800, dump_attrs=True, hub=0.4), src)
+    lean_model = load_model(src)
+    full = {n.name: n for n in build_model(read_modeldef(src), str(src)).all_nodes()}
+    nodes = lean_model.all_nodes()
+    sets = {}
+    for n in nodes:
+        ks = lean.lean_keys(n)
+        assert ks == frozenset(full[n.name].op.attr), n.name
+        sets.setdefault((id(n.korder), bool(n.lflags & lean.LEAN_STRIP_PEER)), []).append(ks)
+    assert all(ks is made[0] for made in sets.values() for ks in made)
+    assert len(sets) < len(nodes) / 10

@@ -127,6 +127,7 @@ class LayoutConfig:
     ctrl: Any = None                      # CtrlNodeConfig (ctrl_conflict.py)
     loc: Loc = field(default=Loc("<pack>"))
     wildcard_cite: Cite | None = None     # the `wildcard_no_conflict:` list
+    input_const: Expr | None = None       # NodeUtils::UpdateIsInputConst: a node's is_input_const list
 
 
 # ---- loading ---------------------------------------------------------------------------
@@ -237,7 +238,8 @@ def load(value: Any, pack: Pack, errors: Collector) -> LayoutConfig | None:
             errors.error(loc, f"pair {ta} × {tb} involves a wildcard no-conflict attribute and can never be checked", "")
         regs[key] = Registration(str(ta), str(tb), str(chk), *item_span(rv, i, loc))
     exprs = {}
-    for key, req in (("target_graph", True), ("skip_pair", True), ("skip_insert", True), ("netoutput_fixup", False)):
+    for key, req in (("target_graph", True), ("skip_pair", True), ("skip_insert", True), ("netoutput_fixup", False),
+                     ("input_const", False)):
         text = r.get(key, (str, bool), None, required=req)
         exprs[key] = parse_rule_expr(text, r.value_loc(key), errors) if text is not None else None
     insert = load_insert_spec(r.get("insert", dict, None, required=True), "layout_conflict.insert", errors, r.loc)
@@ -270,6 +272,9 @@ def load(value: Any, pack: Pack, errors: Collector) -> LayoutConfig | None:
     for key, params in bools:
         if exprs[key] is not None:
             Compiler(pack.scope(params, consts, extra, enums=enums), errors).check(exprs[key], (), "bool", f"`{key}`")
+    if exprs["input_const"] is not None:
+        Compiler(pack.scope(("node",), consts, extra, enums=enums), errors).check(
+            exprs["input_const"], (), "list[bool]", "`input_const`")
     if ctrl is not None:
         from engine.passes.algorithms.ctrl_conflict import PREDICATES as CTRL_PREDICATES
         for key, e in ctrl.predicates.items():
@@ -280,7 +285,8 @@ def load(value: Any, pack: Pack, errors: Collector) -> LayoutConfig | None:
     return LayoutConfig(attrs, in_marks, out_marks, defaults["input_default"], defaults["output_default"], wildcard,
                         abs_no, abs_yes, absolute, checkers, regs, funcs, exprs["target_graph"], exprs["skip_pair"],
                         exprs["skip_insert"], exprs["netoutput_fixup"], insert, ctrl, r.loc,
-                        wildcard_cite=Cite("", r.value_loc("wildcard_no_conflict"), r.value_loc("wildcard_no_conflict")))
+                        wildcard_cite=Cite("", r.value_loc("wildcard_no_conflict"), r.value_loc("wildcard_no_conflict")),
+                        input_const=exprs["input_const"])
 
 
 # ---- list algorithms GE's checkers use ---------------------------------------------------
@@ -370,6 +376,7 @@ class LayoutPass:
         self.f_skip_insert = fn(cfg.skip_insert, ("anchor",))
         self.f_target = fn(cfg.target_graph, ("graph",))
         self.f_fixup = fn(cfg.netoutput_fixup, ("node",)) if cfg.netoutput_fixup is not None else (lambda n: False)
+        self.f_input_const = fn(cfg.input_const, ("node",)) if cfg.input_const is not None else None
         self.hooks = surgery_hooks(ctx)
         self.probe = ctx.probe          # why-not probe (engine/passes/probe.py); None on normal runs
         self.allowance: int | None = None   # pair checks left under --budget (None: unbounded)
@@ -892,22 +899,23 @@ class LayoutPass:
         return node
 
     def _fixup_netoutput(self, node: Node, dsts: list) -> None:
-        """GE UpdateIsInputConstForNetoutput: the data offset moves onto the Identity."""
+        """GE UpdateIsInputConstForNetoutput, for each consumer `netoutput_fixup` names: the
+        Identity's is_input_const made anew from its producers (NodeUtils::UpdateIsInputConst,
+        the pack's `input_const`), the data offset moved onto the Identity, then the consumer's
+        is_input_const made anew (a constant no longer feeds it there)."""
         for k, dst in enumerate(dsts):
             if not self.f_fixup(dst.node):
                 continue
+            if self.f_input_const is not None:
+                _set_input_const(node, self.f_input_const(node))
             nd = writable_desc(dst)
             if nd is None:
                 continue
             idesc = node.op.input_desc[min(k, len(node.op.input_desc) - 1)]
             idesc.data_offset = nd.data_offset
             nd.data_offset = 0
-            consts = dst.node.op.is_input_const
-            if dst.idx < len(consts):
-                if not node.op.is_input_const:
-                    node.op.is_input_const.extend([False] * len(node.op.input_desc))
-                node.op.is_input_const[min(k, len(node.op.input_desc) - 1)] = consts[dst.idx]
-                consts[dst.idx] = False
+            if self.f_input_const is not None:
+                _set_input_const(dst.node, self.f_input_const(dst.node))
 
     def record(self, node: Node, src, dsts: list, why: dict, moved: list, rule: str | None = None,
                isolated: str = "") -> None:
@@ -919,6 +927,14 @@ class LayoutPass:
             producer=anchor_ref(src), consumers=tuple(anchor_ref(d) for d in dsts), reason=why,
             attrs=self.cfg.insert.attr_reasons(), moved_control=tuple(moved), isolated=isolated,
             choice=BUDGET_CHOICE if "budget" in why else ""))
+
+
+def _set_input_const(node: Node, flags: list) -> None:
+    """OpDesc::SetIsInputConst: the node's is_input_const list becomes `flags`."""
+    field = node.op.is_input_const
+    if list(field) != flags:
+        del field[:]
+        field.extend(flags)
 
 
 # the choice point of an input isolated because the analysis budget ran out (`_fallback`)

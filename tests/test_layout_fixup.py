@@ -1,0 +1,38 @@
+"""GE UpdateIsInputConstForNetoutput (engine/passes/algorithms/layout.py `_fixup_netoutput`):
+an Identity the layout pass puts before a NetOutput input gets the data offset, and both its
+is_input_const and the NetOutput's are made anew from their producers (the pack's
+`input_const`, NodeUtils::UpdateIsInputConst), not moved from one to the other."""
+from __future__ import annotations
+
+from engine.core.yamlgraph import load_yaml_graph
+from engine.passes.context import RunContext
+from engine.passes.manager import check_graph, resolve_passes, run_passes
+from harness import CASES, run_case, shared_pack
+
+PACK = shared_pack()
+
+CASE = CASES / "layout" / "own-netoutput-input-const.yaml"
+
+
+def test_the_identity_and_the_netoutput_get_their_producers_flags():
+    ctx, _, _ = run_case(CASE, passes=["mem_layout_conflict"])
+    g = ctx.model.root
+    net = g.find("netoutput")
+    ident = net.ins[0].peer.node
+    assert ident.type == "Identity"
+    assert list(ident.op.is_input_const) == [True]
+    assert list(net.op.is_input_const) == [False, False]
+
+
+def test_a_stale_list_is_made_anew():
+    """A NetOutput whose list said both inputs were constants (the Relu too): GE's list is made
+    from the producers, so it is false at both."""
+    model = load_yaml_graph(CASE, PACK)[0]
+    model.root.find("netoutput").op.is_input_const.extend([True, True])
+    ctx = RunContext(PACK, model, {})
+    check_graph(ctx)
+    run_passes(ctx, resolve_passes(PACK, ["mem_layout_conflict"], {}))
+    net = model.root.find("netoutput")
+    assert len(ctx.insertions) == 1
+    assert list(net.op.is_input_const) == [False, False]
+    assert list(net.ins[0].peer.node.op.is_input_const) == [True]

@@ -127,14 +127,20 @@ def build_op(ctx, spec: InsertSpec, graph: Graph, descs: list[pb.TensorDescripto
                  [clean_desc(d, keep, drop) for d in out_descs], in_names, out_names, model=graph.model)
     for key, value in spec.set_attrs:
         set_attr(op.attr, key, value)
-    if src is not None:
-        for key in spec.copy_nonempty_from_src:
-            if key in src.op.attr:
-                a = src.op.attr[key]
-                if attr_kind(a) == "s" and not attr_value(a):
-                    continue
-                op.attr[key].CopyFrom(a)
+    copy_from_src(op, spec, src)
     return op
+
+
+def copy_from_src(op: pb.OpDef, spec: InsertSpec, src: Node | None) -> None:
+    """GE CopyAttr's attributes taken from the producer when they are set and not empty."""
+    if src is None:
+        return
+    for key in spec.copy_nonempty_from_src:
+        if key in src.op.attr:
+            a = src.op.attr[key]
+            if attr_kind(a) == "s" and not attr_value(a):
+                continue
+            op.attr[key].CopyFrom(a)
 
 
 def apply_neighbour_attrs(op: pb.OpDef, spec: InsertSpec, src: Node | None, dst: Node | None) -> None:

@@ -14,7 +14,7 @@ from engine.core import surgery
 from engine.dsl.ast import Expr
 from engine.core.errors import Collector, Loc
 from engine.core.graph import Graph, InAnchor, Node
-from engine.passes.insertion import apply_neighbour_attrs, build_op
+from engine.passes.insertion import apply_neighbour_attrs, build_op, copy_from_src
 from engine.passes.probe import ISOLATED, NO_CONFLICT, Step, expr_cite
 from engine.pack.model import Pack
 from engine.pack.loader import parse_rule_expr
@@ -214,7 +214,12 @@ class CtrlNodeConflict:
         first = anchors[0]
         op = build_op(lp.ctx, lp.cfg.insert, g, [s.desc if s is not None else None for s in srcs],
                       srcs[-1].node if srcs[-1] is not None else None, {"idx": first.idx, "dst": first.node.name})
-        apply_neighbour_attrs(op, lp.cfg.insert, srcs[0].node if srcs[0] is not None else None, first.node)
+        # GE CreateIdentityOpDesc calls CopyAttr once per anchor, in order: each producer's flags
+        # move onto the Identity, and the last producer with a label (and the last consumer) wins
+        for a, s in zip(anchors, srcs):
+            src_node = s.node if s is not None else None
+            copy_from_src(op, lp.cfg.insert, src_node)
+            apply_neighbour_attrs(op, lp.cfg.insert, src_node, a.node)
         after = srcs[-1].node if srcs[-1] is not None and srcs[-1].node.graph is g else None
         node = surgery.new_node(g, op, after)
         node.ensure_inputs(len(anchors))

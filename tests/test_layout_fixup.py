@@ -1,7 +1,8 @@
-"""GE UpdateIsInputConstForNetoutput (engine/passes/algorithms/layout.py `_fixup_netoutput`):
-an Identity the layout pass puts before a NetOutput input gets the data offset, and both its
-is_input_const and the NetOutput's are made anew from their producers (the pack's
-`input_const`, NodeUtils::UpdateIsInputConst), not moved from one to the other."""
+"""The layout pass where it follows GE's helpers. UpdateIsInputConstForNetoutput
+(`_fixup_netoutput`): an Identity the pass puts before a NetOutput input gets the data offset,
+and both its is_input_const and the NetOutput's are made anew from their producers (the pack's
+`input_const`, NodeUtils::UpdateIsInputConst), not moved from one to the other. IsSubVector
+(`is_sub_vector`), which the no-padding input checker calls both ways."""
 from __future__ import annotations
 
 from engine.core.yamlgraph import load_yaml_graph
@@ -36,3 +37,15 @@ def test_a_stale_list_is_made_anew():
     assert len(ctx.insertions) == 1
     assert list(net.op.is_input_const) == [False, False]
     assert list(net.ins[0].peer.node.op.is_input_const) == [True]
+
+
+def test_is_sub_vector_is_ges():
+    """GE IsSubVector(vec, sub_vec) (mem_layout_conflict_util.cc): from the first element of
+    vec that sub_vec holds anywhere, vec must go on as all of sub_vec does."""
+    from engine.passes.algorithms.layout import is_sub_vector
+    a, b, c, x = object(), object(), object(), object()
+    assert is_sub_vector([a, b, c], [b, c]) and is_sub_vector([a, b, c], [a, b]) and is_sub_vector([a, b], [a, b])
+    assert not is_sub_vector([a, b], [a, b, c])             # vec ends first
+    assert not is_sub_vector([b, a, b], [a, b]) and not is_sub_vector([a, b], [b, a, b])
+    assert is_sub_vector([x, a, b, c], [a, b])              # the first element of vec that sub holds: a
+    assert not is_sub_vector([a, b], [x]) and is_sub_vector([a, b], []) and is_sub_vector([], [])

@@ -63,7 +63,8 @@ LAYOUT_PRIMS = register_functions("layout", dict([
         "(Node) -> list[OutAnchor]"),
     _lp("same_or_partial_same", (2, 2), "same_or_partial_same(xs, ys): GE IsSameOrPartialSame on two anchor lists",
         "(list[Anchor], list[Anchor]) -> bool"),
-    _lp("is_sub_vector", (2, 2), "is_sub_vector(xs, ys): one list is a contiguous run of the other from the first common element",
+    _lp("is_sub_vector", (2, 2),
+        "is_sub_vector(vec, sub): GE IsSubVector — from vec's first element that sub holds, vec goes on as sub does",
         "(list[T], list[T]) -> bool"),
     _lp("key", (1, 1), "key(anchor): GE's anchor key '<node>_in_<i>' / '<node>_out_<i>'", "(Anchor) -> str"),
 ]))
@@ -310,16 +311,19 @@ def same_or_partial_same(xs, ys) -> bool:
     return not any(id(x) in ids_y for x in xs[i:]) and not any(id(y) in ids_x for y in ys[j:])
 
 
-def is_sub_vector(xs, ys) -> bool:
-    """One list is a contiguous run of the other starting at the first common element."""
-    xs, ys = list(xs or []), list(ys or [])
-    long, short = (xs, ys) if len(xs) >= len(ys) else (ys, xs)
-    if not short:
-        return True
-    for k, x in enumerate(long):
-        if x is short[0]:
-            return long[k:k + len(short)] == short and all(a is b for a, b in zip(long[k:k + len(short)], short))
-    return False
+def is_sub_vector(vec, sub) -> bool:
+    """GE IsSubVector(vec, sub_vec): from the first element of `vec` that `sub` holds anywhere,
+    `vec` goes on as all of `sub` does, element for element (true for an empty `sub`)."""
+    vec, sub = list(vec or []), list(sub or [])
+    held = {id(y) for y in sub}
+    j = next((k for k, x in enumerate(vec) if id(x) in held), len(vec))
+    i = 0
+    while i < len(sub) and j < len(vec):
+        if sub[i] is not vec[j]:
+            return False
+        i += 1
+        j += 1
+    return i == len(sub)
 
 
 # ---- running -----------------------------------------------------------------------------

@@ -203,15 +203,23 @@ class SymbolBuilder:
                     t.add(node.ins[0], self._sym_of_out(t, parent.ins[p].peer))
                 return True
         if self.p["merge"](node):
-            sources = []
+            # GE HandleMergeInput: the producers' symbols (exist_node_infos) are joined, each to
+            # the first of the largest as UnionSymbolMapping(max, other) joins them (on a tie the
+            # other's symbol stays); then the merge's inputs (cur_node_infos) join the result in
+            # input order, an input fed by NextIteration (no producer) followed by that node's
+            # output, which keeps a symbol it has (anchor_to_symbol.emplace)
+            sources, joining, unfed = [], [], []
             for a in node.ins:
                 if a.peer is not None:
                     sources.append(a.peer)
+                    joining.append(a)
+                    continue
+                nxt = node_attr(node, self.cfg.next_iteration_attr)
+                src = node.graph.find(nxt) if isinstance(nxt, str) and nxt else None
+                if src is not None and src.outs:
+                    joining += (a, src.outs[0])
                 else:
-                    nxt = node_attr(node, self.cfg.next_iteration_attr)
-                    src = node.graph.find(nxt) if isinstance(nxt, str) else None
-                    if src is not None and src.outs:
-                        sources.append(src.outs[0])
+                    unfed.append(a)         # in no symbol in GE: one of its own here (no pair)
             syms = [self._sym_of_out(t, o) for o in sources]
             if not syms:
                 for a in node.ins:
@@ -219,9 +227,13 @@ class SymbolBuilder:
                 return True
             big = max(syms, key=lambda s: len(t.anchors[s]))   # first of the largest
             for s in syms:
-                big = t.union(s, big) if s in t.anchors and s != big else big
-            for a in node.ins:
-                t.add(a, big)
+                big = t.union(big, s) if s in t.anchors and s != big else big
+            members = t.anchors[big]
+            for x in joining:
+                members.append(x)
+                t.of.setdefault(x, big)
+            for a in unfed:
+                t.new(a)
             return True
         return False
 

@@ -2,7 +2,8 @@
 (`_fixup_netoutput`): an Identity the pass puts before a NetOutput input gets the data offset,
 and both its is_input_const and the NetOutput's are made anew from their producers (the pack's
 `input_const`, NodeUtils::UpdateIsInputConst), not moved from one to the other. IsSubVector
-(`is_sub_vector`), which the no-padding input checker calls both ways."""
+(`is_sub_vector`), which the no-padding input checker calls both ways. HandleMergeInput's symbol
+(GraphUtils::GetRefMapping, which the layout and in-place passes read)."""
 from __future__ import annotations
 
 from engine.core.yamlgraph import load_yaml_graph
@@ -49,3 +50,12 @@ def test_is_sub_vector_is_ges():
     assert not is_sub_vector([b, a, b], [a, b]) and not is_sub_vector([a, b], [b, a, b])
     assert is_sub_vector([x, a, b, c], [a, b])              # the first element of vec that sub holds: a
     assert not is_sub_vector([a, b], [x]) and is_sub_vector([a, b], []) and is_sub_vector([], [])
+
+
+def test_a_merges_symbol_is_ges_in_name_and_order():
+    """GE HandleMergeInput: on a tie UnionSymbolMapping(max, other) keeps the other's symbol,
+    with its anchors first; the Merge's inputs follow in input order, the one NextIteration
+    feeds followed by that node's output (engine/passes/symbols.py)."""
+    ctx, _, _ = run_case(CASES / "inplace" / "own-merge-symbol-tie-and-next-iteration.yaml", passes=["mem_inplace"])
+    assert ctx.symbols.to_json()["b_out_0"] == ["b_out_0", "a_out_0", "m_in_0", "m_in_1", "m_in_2", "ni_out_0",
+                                                "m_out_0", "x_in_0"]

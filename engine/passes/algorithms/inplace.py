@@ -69,11 +69,13 @@ def _may_fail(prim) -> bool:
 
 
 def _byte_size(a) -> int | None:
+    """RemoveSizeNotEqual's size (TensorUtils::GetTensorSizeInBytes): the descriptor's shape
+    times its data type's bytes, unaligned. GE never reads the descriptor's `size` field here:
+    a built dump's sizes are aligned (a [3] and a [4] float tensor both say 64 bytes), and a
+    descriptor without one is as large as its shape says."""
     d = a.desc
     if d is None:
         return None
-    if d.size:
-        return d.size
     n = 1
     for x in d.shape.dim:
         if x < 0:

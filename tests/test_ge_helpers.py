@@ -3,7 +3,8 @@
 and both its is_input_const and the NetOutput's are made anew from their producers (the pack's
 `input_const`, NodeUtils::UpdateIsInputConst), not moved from one to the other. IsSubVector
 (`is_sub_vector`), which the no-padding input checker calls both ways. HandleMergeInput's symbol
-(GraphUtils::GetRefMapping, which the layout and in-place passes read)."""
+(GraphUtils::GetRefMapping, which the layout and in-place passes read). HasSameStreamId, which
+the in-place pass's candidates pass."""
 from __future__ import annotations
 
 from engine.core.yamlgraph import load_yaml_graph
@@ -59,3 +60,38 @@ def test_a_merges_symbol_is_ges_in_name_and_order():
     ctx, _, _ = run_case(CASES / "inplace" / "own-merge-symbol-tie-and-next-iteration.yaml", passes=["mem_inplace"])
     assert ctx.symbols.to_json()["b_out_0"] == ["b_out_0", "a_out_0", "m_in_0", "m_in_1", "m_in_2", "ni_out_0",
                                                 "m_out_0", "x_in_0"]
+
+
+STREAM_GRAPH = """
+graphs:
+  root:
+    nodes:
+      data0: {type: Data, inputs: 0, outputs: 1}
+      data1: {type: Data, inputs: 0, outputs: 1}
+      p: {type: Add, inputs: 2, outputs: 1}
+      relu: {type: Relu, inputs: 1, outputs: 1}
+      cc: {type: ConditionCalc, inputs: 1, outputs: 1, attrs: {_output_inplace_ability: [[0, 0]]}}
+      netoutput: {type: NetOutput, inputs: 2, outputs: 0}
+    edges: [data0 -> p:0, data1 -> p:1, p -> relu, p -> cc, relu -> netoutput:0, cc -> netoutput:1]
+"""
+
+
+def _inplace_with_streams(tmp_path, streams: dict) -> bool:
+    path = tmp_path / "streams.yaml"
+    path.write_text(STREAM_GRAPH)
+    model = load_yaml_graph(path, PACK)[0]
+    for name, sid in streams.items():
+        model.root.find(name).op.stream_id = sid
+    ctx = RunContext(PACK, model, {})
+    check_graph(ctx)
+    run_passes(ctx, resolve_passes(PACK, ["mem_inplace"], {}))
+    return model.root.find("cc").op.output_desc[0].reuse_input
+
+
+def test_a_producer_without_a_stream_takes_its_first_consumers(tmp_path):
+    """GE HasSameStreamId: the producer on no stream (-1) takes its first consumer's stream, and
+    a later consumer on another stream keeps the reader from reusing the input."""
+    assert not _inplace_with_streams(tmp_path, {"p": -1, "relu": 0, "cc": 1})
+    assert _inplace_with_streams(tmp_path, {"p": -1, "relu": 1, "cc": 1})
+    assert _inplace_with_streams(tmp_path, {"p": -1, "relu": 0, "cc": -1})
+    assert not _inplace_with_streams(tmp_path, {"p": 0, "relu": 0, "cc": 1})

@@ -113,14 +113,17 @@ class InplacePass:
         consumers = [p.node for o in src.node.outs for p in o.peers]
         if not consumers or max(c.id for c in consumers) != node.id:
             return False
-        sid = src.node.op.stream_id
+        # GE HasSameStreamId: a producer without a stream (the wildcard) takes its first
+        # consumer's; every later consumer is on that stream or on none
+        cur = src.node.op.stream_id
         w = self.cfg.stream_wildcard
         for c in consumers:
-            if c.op.stream_id != sid and w not in (c.op.stream_id, sid):
+            sid = c.op.stream_id
+            if cur == w:
+                cur = sid
+            elif sid != cur and sid != w:
                 return False
-            if self.p["consumer_blocks"](c):
-                return False
-        return True
+        return not any(self.p["consumer_blocks"](c) for c in consumers)      # then HasRefAttr
 
     def run(self, graph: Graph) -> None:
         model = self.ctx.model

@@ -196,16 +196,23 @@ class RWPass:
 
     def __init__(self, ctx, cfg: RWConfig, spec):
         self.ctx, self.cfg, self.spec = ctx, cfg, spec
-        self.ref_out: dict[Node, dict[int, int]] = {}
-        self.ref_in: dict[Node, dict[int, int]] = {}
+        # Note [ref relations by name]: GE's refs_output_2_input_ / refs_input_2_output_, keyed by
+        # the node's name over GetAllNodes (so a node is a writer when any node of its name is)
+        self.ref_out: dict[str, dict[int, int]] = {}
+        self.ref_in: dict[str, dict[int, int]] = {}
         self.in_cache: dict[InAnchor, _Typed] = {}
-        self.data_rw: dict[tuple[Graph, int], str] = {}       # subgraph Data → recorded input type
-        self.netout_rw: dict[tuple[Graph, int], str] = {}     # subgraph NetOutput input p → output type
+        # Note [recorded types by name]: GE's node_rwtype_map_, the types recorded for subgraph
+        # Data (input map, {0: type}) and NetOutput (output map, in-anchor index → type) nodes,
+        # keyed by the node's name and filled by emplace: when subgraphs reuse a name (arg0,
+        # netoutput), the first one marked (subgraphs go in reverse GetAllSubgraphs order)
+        # answers for all of them, and a Data's entry has no outputs for a NetOutput of its name
+        self.recorded: dict[str, tuple[dict[int, str], dict[int, str]]] = {}
+        self.subgraph_inputs: set[tuple[Graph, int]] = set()  # GE subgraph_inputs_: (subgraph, parent index)
         consts = {t: t for t in cfg.input_types + cfg.output_types}
         prims = bound_functions(ctx, RW_PRIMS, {
             # the maps are filled in place (never replaced): bound once, not read off self per call
-            "is_ref_output": lambda a, refs=self.ref_out: a is not None and a.idx in refs.get(a.node, ()),
-            "is_ref_input": lambda a, refs=self.ref_in: a is not None and a.idx in refs.get(a.node, ()),
+            "is_ref_output": lambda a, refs=self.ref_out: a is not None and a.idx in refs.get(a.node.name, ()),
+            "is_ref_input": lambda a, refs=self.ref_in: a is not None and a.idx in refs.get(a.node.name, ()),
             "single_output_rw": depth_guarded(self._single_output_value, "single_output_rw",
                                               _first_use(cfg.output_rules, "single_output_rw")),
         })
@@ -308,8 +315,9 @@ class RWPass:
             netouts = [(g, n) for g in node.subgraphs if g is not None for n in g.nodes()
                        if self.p["subgraph_netoutput"](n)]
             if len(netouts) == 1:
-                g = netouts[0][0]
-                val = self.netout_rw.get((g, anchor.idx), self.OUT_INV)
+                g, net = netouts[0]
+                entry = self.recorded.get(net.name)
+                val = entry[1].get(anchor.idx, self.OUT_INV) if entry is not None else self.OUT_INV
                 why = f"recorded for subgraph '{g.name}' output {anchor.idx}"
             else:
                 val, why = self.OUT_SOFT, f"{len(netouts)} subgraph outputs"
@@ -336,7 +344,8 @@ class RWPass:
                     continue
                 for n in g.nodes():
                     if self.p["subgraph_data"](n) and node_attr(n, self.cfg.parent_index_attr) == anchor.idx:
-                        vals.append(self.data_rw.get((g, anchor.idx), self.IN_INV))
+                        entry = self.recorded.get(n.name)        # Note [recorded types by name]
+                        vals.append(entry[0].get(0, self.IN_INV) if entry is not None else self.IN_INV)
             if not vals:
                 t = _Typed(self.IN_RO, "no subgraph input uses it")
             else:
@@ -384,8 +393,14 @@ class RWPass:
                             i2o[in_idx] = out_idx
                 hit = per_ports[id(pair)] = (pair, o2i, i2o)     # the pair kept alive: its id stays its own
             if hit[1]:
-                ref_out[node] = hit[1]
-                ref_in[node] = hit[2]
+                name = node.name
+                have = ref_out.get(name)
+                if have is None:
+                    ref_out[name] = hit[1]              # shared, read only
+                    ref_in[name] = hit[2]
+                else:       # Note [ref relations by name]: a later node of the name adds what is new (emplace)
+                    ref_out[name] = {**hit[1], **have}
+                    ref_in[name] = {**hit[2], **ref_in[name]}
                 if ref_attr:
                     set_node_attr(node, ref_attr, True)
 
@@ -409,12 +424,17 @@ class RWPass:
         idx = node_attr(n, self.cfg.parent_index_attr)
         if not isinstance(idx, int):
             raise PassFailure(self.spec.id, f"subgraph input has no {self.cfg.parent_index_attr}", n.name)
-        if (g, idx) in self.data_rw:
+        if (g, idx) in self.subgraph_inputs:
             raise PassFailure(self.spec.id, f"two subgraph inputs of '{g.name}' use parent index {idx}", n.name)
+        self.subgraph_inputs.add((g, idx))
         vals = [self.input_rw(p, use_cache=False).value for p in (n.outs[0].peers if n.outs else [])]
-        self.data_rw[(g, idx)] = self.combine(vals)
+        self.recorded.setdefault(n.name, ({0: self.combine(vals)}, {}))
 
     def _mark_netoutput(self, g: Graph, n: Node, parent: Node) -> None:
+        # Note [recorded types by name]: each input's type is recorded under its own index, as
+        # GE records it (the parent index decides the insertion and is what the parent's output
+        # is looked up by: they differ only where a graph gives an input another one's index)
+        out_types: dict[int, str] = {}
         for a in list(n.ins):
             d = a.desc
             if d is None or self.cfg.parent_index_attr not in d.attr:
@@ -427,9 +447,10 @@ class RWPass:
                     "kind": "subgraph-output", "why": "a Writeable subgraph output feeds a parent output whose "
                     "consumers do not only read it", "output_rw": t.value, "output_rule": t.why,
                     "parent": parent.name, "parent_output": p})
-                self.netout_rw[(g, p)] = self.OUT_SOFT
+                out_types.setdefault(a.idx, self.OUT_SOFT)
             else:
-                self.netout_rw[(g, p)] = t.value
+                out_types.setdefault(a.idx, t.value)
+        self.recorded.setdefault(n.name, ({}, out_types))
 
     def optimizable(self, parent: Node, p: int) -> bool:
         if self.p["always_optimizable_parent"](parent) or p >= len(parent.outs):
@@ -542,7 +563,7 @@ class RWPass:
                 return False
             if self.p["data_source"](t):
                 return not t.has_attr(self.cfg.parent_index_attr)
-            refs = self.ref_out.get(t)
+            refs = self.ref_out.get(t.name)        # Note [ref relations by name]
             if not refs or a.idx not in refs:
                 return True
             if t in seen:       # a ref cycle through a loop: stop like a missing producer

@@ -17,7 +17,7 @@ from engine.passes.registry import Algorithm, register
 from engine.passes.context import Diagnostic
 from engine.dsl.compiler import Compiler
 from engine.dsl.ast import Call, Expr, walk
-from engine.core.errors import Cite, Collector, Loc
+from engine.core.errors import Cite, Collector, Loc, PassFailure
 from engine.core.graph import Graph, InAnchor, OutAnchor, writable_desc
 from engine.core.lean import VERIFY_CACHES
 from engine.pack.model import Pack
@@ -99,11 +99,25 @@ class InplacePass:
         self.lp.probe = None       # its merged-symbol checks are not the layout pass deciding
 
     def candidates(self, node) -> list[tuple[int, int]]:
+        """GE GetSupportInplaceOutput's pairs: none when the attribute is no list of lists (GetListListInt
+        fails); the pass fails at the first item that is not a pair, or names an input without a producer
+        or an output the node lacks (GE_ASSERT_NOTNULL), as GE's memory assignment does."""
         v = node_attr(node, self.cfg.ability_attr)
+        if not isinstance(v, list) or not all(isinstance(item, list) for item in v):
+            return []
         pairs = []
-        for item in v or []:
-            if isinstance(item, list) and len(item) >= 2:
-                pairs.append((int(item[0]), int(item[1])))
+        for item in v:
+            if len(item) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) for x in item):
+                raise PassFailure(self.spec.id, f"{self.cfg.ability_attr} item {item} is not an [output, input] pair",
+                                  node.name)
+            o, i = item
+            if not (0 <= i < len(node.ins)) or node.ins[i].peer is None:
+                raise PassFailure(self.spec.id, f"{self.cfg.ability_attr} names input {i}, which has no producer",
+                                  node.name)
+            if not 0 <= o < len(node.outs):
+                raise PassFailure(self.spec.id, f"{self.cfg.ability_attr} names output {o}, which the node lacks",
+                                  node.name)
+            pairs.append((o, i))
         return pairs
 
     def last_consumer_ok(self, node, a: InAnchor) -> bool:

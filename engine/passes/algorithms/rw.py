@@ -53,9 +53,11 @@ PREDICATES = {
 }
 # `InputRW` / `OutputRW` are the section's input_types / output_types (Scope.enums)
 RW_PRIMS = register_functions("rw_conflict", {
-    "is_ref_output": PrimSpec("is_ref_output", (1, 1), "is_ref_output(out_anchor): output shares a name with an input",
+    "is_ref_output": PrimSpec("is_ref_output", (1, 1),
+                              "is_ref_output(out_anchor): output shares a name with an input (of a node of this name)",
                               lambda ctx: None, "(OutAnchor) -> bool"),
-    "is_ref_input": PrimSpec("is_ref_input", (1, 1), "is_ref_input(in_anchor): input shares a name with an output",
+    "is_ref_input": PrimSpec("is_ref_input", (1, 1),
+                             "is_ref_input(in_anchor): input shares a name with an output (of a node of this name)",
                              lambda ctx: None, "(InAnchor) -> bool"),
     "single_output_rw": PrimSpec("single_output_rw", (1, 1),
                                  "single_output_rw(out_anchor): the output rules applied to another anchor",

@@ -229,6 +229,7 @@ def isolate(node: Node, io_map: list[int]) -> None:
     for s in node.out_ctrl:
         if s not in succs:
             succs.append(s)
+    relinked: set[tuple[Node, Node]] = set()     # GE RelinkDataIO's connected_data_in_to_out
     for i, o in enumerate(node.outs):
         src = None
         if i < len(io_map) and 0 <= io_map[i] < len(node.ins):
@@ -237,11 +238,16 @@ def isolate(node: Node, io_map: list[int]) -> None:
             unlink(o, dst)
             if src is not None:
                 link(src, dst)
+                relinked.add((src.node, dst.node))
+    # Note [control bridge]: GE RelinkControlNodeIfNeed links every predecessor to every
+    # successor but the pairs the data just relinked through the node and those linked by
+    # control already; a data edge the pair had before does not count (GE adds the control
+    # edge beside it)
     for p in preds:
         for s in succs:
-            if p is s or p is node or s is node or connected(p, s):
+            if p is s or p is node or s is node or (p, s) in relinked:
                 continue
-            link_ctrl(p, s)
+            link_ctrl(p, s)             # nothing when p → s is a control edge already
     detach(node)
 
 

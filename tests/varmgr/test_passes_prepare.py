@@ -26,13 +26,20 @@ def test_variable_prepare_pass_succ1(pool):                             # 52
     b.op("netoutput", "NetOutput", inputs=["variable1:0"], outs=[])
     m = b.build()
     changes = run_variable_prepare(m.root, pool.policy)
-    assert sorted(c.node for c in changes) == ["variable_TO_assign_REF_0", "variable_TO_variable1_REF_0"]
+    # Note [refs are writers too]: Variable names its input and output alike here, so the ref made
+    # after variable1 is itself a writer of variable1 when variable1's turn comes, and gets a ref
+    # (GE's DealVariableNode follows every consumer the type-keyed map gives ref outputs)
+    assert sorted(c.node for c in changes) == ["variable1_TO_variable_TO_variable1_REF_0_REF_0",
+                                               "variable_TO_assign_REF_0", "variable_TO_variable1_REF_0"]
     ref = m.root.find("variable_TO_assign_REF_0")
     assert ref.type == "Variable" and ref.op.attr["ref_var_src_var_name"].s == b"variable"
     assert ref.ins[0].peer.node.name == "assign"
     ref1 = m.root.find("variable_TO_variable1_REF_0")
-    assert preds(m.root.find("netoutput")) == ["variable_TO_variable1_REF_0"]
     assert ref1.ins[0].peer.node.name == "variable1"
+    ref2 = m.root.find("variable1_TO_variable_TO_variable1_REF_0_REF_0")
+    assert ref2.ins[0].peer.node is ref1 and ref2.op.attr["ref_var_src_var_name"].s == b"variable1"
+    assert preds(m.root.find("netoutput")) == ["variable1_TO_variable_TO_variable1_REF_0_REF_0",
+                                               "variable_TO_variable1_REF_0"]
     assert m.root.find("variable_TO_framworkop_REF_0") is None       # FrameworkOp: skipped
 
 

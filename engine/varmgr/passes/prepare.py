@@ -34,10 +34,6 @@ def run_variable_prepare(graph: Graph, policy: VarPolicy, kept: list | None = No
             continue
         for anchor in list(var.outs):
             for peer in list(anchor.peers):
-                if _is_ref_node(peer.node, policy):
-                    keep(kept, var, RULE_REF, f"consumer {peer.node.name}:{peer.idx} writes {var.name}",
-                         f"no: it is a VariableRef ({policy.attrs.ref_var_src_var_name}), not a writer")
-                    continue
                 outs = ref_outputs(peer.node, peer.idx, ref_map, policy)
                 if not outs and peer.node.type in policy.op_types.framework_op:
                     original = node_typed(peer.node, policy.attrs.original_type, "s") or ""
@@ -51,19 +47,6 @@ def run_variable_prepare(graph: Graph, policy: VarPolicy, kept: list | None = No
                 for o in outs:
                     _walk(peer.node, peer.idx, o, var, ref_map, policy, changes, kept)
     return changes
-
-
-def _is_ref_node(node: Node, policy: VarPolicy) -> bool:
-    """A VariableRef is not a writer.
-
-    Note [refs are not writers]: a VariableRef has the variable's type, so the
-    type-keyed ref map would treat the ref this pass just made after a
-    Variable-typed writer as a further writer and give it a ref of its own; §11.4
-    case 52 expects exactly `variable_TO_assign_REF_0` and
-    `variable_TO_variable1_REF_0`, so nodes carrying `ref_var_src_var_name` are
-    never followed as writers.
-    """
-    return node_typed(node, policy.attrs.ref_var_src_var_name, "s") is not None
 
 
 def ref_outputs(node: Node, in_idx: int, ref_map: RefMap, policy: VarPolicy) -> list[int]:
@@ -134,10 +117,14 @@ def _walk(start: Node, in_idx: int, o: int, var: Node, ref_map: RefMap, policy: 
         seen.add((id(node), i, out_idx))
         further = []
         if out_idx < len(node.outs):
+            # Note [refs are writers too]: GE's GetPeerNodeOfRefOutput and DealVariableNode follow
+            # every consumer the type-keyed map gives ref outputs, a VariableRef made by this pass
+            # included (it has its variable's type): where Variable has ports named alike, as in
+            # GE's variable_prepare_pass_succ1, the ref after variable1 gets a ref of its own (the
+            # spec's §11.4 case 52 reads two refs there; GE's code makes three, and GE's code wins)
             for peer in node.outs[out_idx].peers:
-                if not _is_ref_node(peer.node, policy):
-                    for o2 in ref_outputs(peer.node, peer.idx, ref_map, policy):
-                        further.append((peer.node, peer.idx, o2, (f"{peer.node.name}:{peer.idx}", chain)))
+                for o2 in ref_outputs(peer.node, peer.idx, ref_map, policy):
+                    further.append((peer.node, peer.idx, o2, (f"{peer.node.name}:{peer.idx}", chain)))
         if further:
             if node.out_ctrl:
                 add_variable_ref(node, var, out_idx, policy, changes, chain, kept)

@@ -129,7 +129,7 @@ def _check_same_and_trans_op(same_vars: list[Node], policy: VarPolicy,
     """The trans step every consumer makes alike, or None (`why` gets the reason)."""
     fusion = policy.format_fusion
     keys: set[str] = set()
-    step = None
+    last = None                         # (consumer, input index, output desc): GE's out_node after the loop
     for var in same_vars:
         for anchor in var.outs:
             for peer in anchor.peers:
@@ -143,10 +143,16 @@ def _check_same_and_trans_op(same_vars: list[Node], policy: VarPolicy,
                     return None
                 out = output_desc(consumer, policy)
                 keys.add(_key(out))
-                if step is None:
-                    in_desc = desc_at(consumer, peer.idx, policy.attrs.init_value, False) or \
-                        desc_from_proto(consumer.descs()[peer.idx], policy.attrs.init_value)
-                    step = TransNodeInfo(consumer.type, in_desc, out)
+                last = (consumer, peer.idx, out)
+    # Note [the last consumer's step]: GE's CheckSameAndTransOp builds the step from the last
+    # consumer it looked at (`out_node` outlives its loop): consumers need share only the output
+    # key, so a Reshape and a Squeeze alike fuse when the Reshape comes last, and not otherwise
+    step = None
+    if last is not None:
+        consumer, idx, out = last
+        in_desc = desc_at(consumer, idx, policy.attrs.init_value, False) or \
+            desc_from_proto(consumer.descs()[idx], policy.attrs.init_value)
+        step = TransNodeInfo(consumer.type, in_desc, out)
     if step is None or len(keys) != 1:
         if why is not None:
             why.append("it has no consumer" if step is None else f"its consumers produce {len(keys)} different outputs")

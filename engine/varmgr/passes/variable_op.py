@@ -61,17 +61,24 @@ def run_variable_op(graph: Graph, mgr: VarManager, ctrl: GraphRebuildStateCtrl |
         if all(step.node_type in policy.format_fusion.renew_only_types for step in road):
             mgr.renew_cur_var_desc(name, var_op(same_vars[0], policy))
         for node in removed:
-            changes.append(Change("removed", node[0], node[1], graph.name, RULE, {"variable": name}))
+            changes.append(Change("removed", node[0], node[1], node[2], RULE, {"variable": name}))
         final = road[-1].output
-        changes.append(Change("updated", name, same_vars[0].type, graph.name, RULE, {
+        changes.append(Change("updated", name, same_vars[0].type, same_vars[0].graph.name, RULE, {
             "road": [s.node_type for s in road], "format": t.format_name(final.format),
             "dtype": t.dtype_serial(final.dtype), "shape": list(final.dims)}))
     return changes
 
 
+def _all_nodes(graph: Graph) -> list[Node]:
+    """Note [variables under the root]: GE's VariableOpPass runs on the root graph and reads its
+    GetAllNodes (GenerateVariableVariableRefMap, RenewVarDesc): a variable in a subgraph is
+    fused too, in its own graph, with the others of its name."""
+    return graph.model.all_nodes(graph) if graph.model is not None else graph.node_list()
+
+
 def _renew_var_desc(graph: Graph, mgr: VarManager, graph_id: int) -> None:
     policy = mgr.policy
-    for node in graph.nodes():
+    for node in _all_nodes(graph):
         if node.type not in policy.op_types.fused_variable or not mgr.is_var_exist(node.name):
             continue
         try:
@@ -87,7 +94,7 @@ def _same_variables(graph: Graph, policy: VarPolicy) -> dict[str, tuple[list[Nod
     groups: dict[str, tuple[list[Node], list[Node]]] = {}
     refs: dict[str, list[Node]] = {}
     fused = policy.op_types.fused_variable
-    for node in graph.node_list():
+    for node in _all_nodes(graph):
         # most nodes are no VariableRef: their key set answers (Note [attribute key sets]),
         # read as Node.has_attr reads it, without the call
         src = node_typed(node, key, "s") if key in (node.akeys or attr_keys(node)) else None
@@ -102,7 +109,7 @@ def _same_variables(graph: Graph, policy: VarPolicy) -> dict[str, tuple[list[Nod
 
 def _fusion_if_need(same_vars: list[Node], refs: list[Node], policy: VarPolicy, why: list | None = None):
     road: list[TransNodeInfo] = []
-    removed: list[tuple[str, str]] = []
+    removed: list[tuple[str, str, str]] = []
     while True:
         step = _check_same_and_trans_op(same_vars, policy, why if not road else None)
         if step is None:
@@ -206,13 +213,13 @@ def _proto_desc(td) -> TensorDesc:
     return desc_from_proto(td, "")
 
 
-def _deal_fusion(same_vars: list[Node], refs: list[Node], policy: VarPolicy) -> list[tuple[str, str]]:
-    removed: list[tuple[str, str]] = []
+def _deal_fusion(same_vars: list[Node], refs: list[Node], policy: VarPolicy) -> list[tuple[str, str, str]]:
+    removed: list[tuple[str, str, str]] = []        # (name, type, graph)
     for var in same_vars:
         for node in out_data_nodes(var):
             if not node.alive:
                 continue
-            removed.append((node.name, node.type))
+            removed.append((node.name, node.type, node.graph.name))
             isolate(node, [0])
             remove_node(node)
     for ref in refs:
@@ -228,7 +235,7 @@ def _deal_fusion(same_vars: list[Node], refs: list[Node], policy: VarPolicy) -> 
                 if trans.ins and trans.ins[0].peer is not None:
                     link(trans.ins[0].peer, anchor)
             else:
-                removed.append((trans.name, trans.type))
+                removed.append((trans.name, trans.type, trans.graph.name))
                 isolate(trans, [0])
                 remove_node(trans)
     return removed

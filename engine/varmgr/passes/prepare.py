@@ -180,12 +180,28 @@ def add_variable_ref(w: Node, var: Node, o: int, policy: VarPolicy, changes: lis
                  f"yes: {peer.node.name}")
             return                                   # already has its VariableRef
     op = _ref_op(var, policy.node_names.ref.format(var=var.name, node=w.name, index=o), policy)
+    ref = new_node(w.graph, _labelled(op, w, policy), w)
+    _order_before_successors(ref, w, policy, changes)
+    link(w.outs[o], ref.ins[0])
+    changes.append(Change("inserted", ref.name, ref.type, w.graph.name, RULE_REF,
+                          {"variable": var.name, "writer": f"{w.name}:{o}", **_chain_facts(var, chain, policy)}))
+
+
+def _labelled(op, w: Node, policy: VarPolicy):
+    """CheckStreamLabel: the new ref takes the writer's `_stream_label`, when it has one."""
     label = node_typed(w, policy.attrs.stream_label, "s")
     if label:
         set_attr(op.attr, policy.attrs.stream_label, label)
+    return op
+
+
+def _order_before_successors(ref: Node, w: Node, policy: VarPolicy, changes: list[Change]) -> None:
+    """GE AddControlEdge(writer, ref), for both ways a ref is made (AddVariableRef and
+    InsertVariableRef): the ref is ordered before each of the writer's data consumers, through
+    an Identity put before a Merge-typed one (original type read: a FrameworkOp without one
+    fails), and before each of its control successors."""
     data_peers = [p for anchor in w.outs for p in anchor.peers]
     ctrl_peers = list(w.out_ctrl)
-    ref = new_node(w.graph, op, w)
     for peer in data_peers:
         if _original_type(peer.node, policy) in policy.op_types.merge:
             ident = _identity_before(peer, w, policy, changes)
@@ -194,9 +210,6 @@ def add_variable_ref(w: Node, var: Node, o: int, policy: VarPolicy, changes: lis
             link_ctrl(ref, peer.node)
     for succ in ctrl_peers:
         link_ctrl(ref, succ)
-    link(w.outs[o], ref.ins[0])
-    changes.append(Change("inserted", ref.name, ref.type, w.graph.name, RULE_REF,
-                          {"variable": var.name, "writer": f"{w.name}:{o}", **_chain_facts(var, chain, policy)}))
 
 
 def _original_type(node: Node, policy: VarPolicy) -> str:
@@ -229,12 +242,13 @@ def insert_variable_ref(n: Node, i: int, var: Node, policy: VarPolicy, changes: 
     names = policy.node_names
     bridge = make_op(names.ref_identity.format(src=src.node.name, src_index=src.idx, node=n.name, index=i),
                      one(policy.op_types.ref_identity), [td], [td], model=n.graph.model)
-    ref_op = _ref_op(var, names.ref.format(var=var.name, node=n.name, index=i), policy)
-    peers = [p.node for o in n.outs for p in o.peers] + list(n.out_ctrl)
+    ref_op = _labelled(_ref_op(var, names.ref.format(var=var.name, node=n.name, index=i), policy), n, policy)
     ident = new_node(n.graph, bridge, src.node)
     ref = new_node(n.graph, ref_op, n)
-    for p in peers:
-        link_ctrl(ref, p)
+    # Note [one ordering for both refs]: InsertVariableRef orders the ref with the same
+    # AddControlEdge as AddVariableRef (an Identity before a Merge consumer, the stream label),
+    # before it relinks the ref input through the RefIdentity
+    _order_before_successors(ref, n, policy, changes)
     replace_peer(src, anchor, ident.ins[0])
     link(ident.outs[0], anchor)
     link(ident.outs[0], ref.ins[0])

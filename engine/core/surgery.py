@@ -115,13 +115,6 @@ def unlink_ctrl(a: Node, b: Node) -> None:
     b.dirty = True
 
 
-def connected(a: Node, b: Node) -> bool:
-    """a → b by a data or control edge."""
-    if b in a.out_ctrl_set:
-        return True
-    return any(p.node is b for o in a.outs for p in o.peers)
-
-
 # ---- node creation --------------------------------------------------------
 def make_op(name: str, type_: str, inputs: list[pb.TensorDescriptor], outputs: list[pb.TensorDescriptor],
             in_names: list[str] | None = None, out_names: list[str] | None = None, *,

@@ -185,7 +185,7 @@ class InplacePass:
             for o in sorted({o for o, _ in cand}):
                 for oo, i in cand:
                     if oo == o and i not in used:
-                        if sum(1 for x, _ in self.candidates(node) if x == o) > 1:      # a choice between inputs
+                        if sum(1 for x, _ in cands if x == o) > 1:      # a choice between inputs
                             rejected[node.outs[o]] = self.rejected_inputs(graph, table, read_only, node, o, i, set(used))
                         used.add(i)
                         chosen.append((node.ins[i], node.outs[o]))
@@ -272,8 +272,8 @@ class InplacePass:
         and why each was not taken: the filter that dropped it (with the pack item it reads), an
         earlier output took it, or it comes after the one taken."""
         out = []
-        cands = [i for oo, i in self.candidates(node) if oo == o and i != taken]
         order = [i for oo, i in self.candidates(node) if oo == o]
+        cands = [i for i in order if i != taken]
         for i in dict.fromkeys(cands):
             failed = next(((text, cite) for text, test, cite in self._filters(graph, table, read_only, node, o, i)
                            if not (test() if callable(test) else test)), None)

@@ -470,7 +470,6 @@ class LayoutPass:
         self.allowance = bound[0] if bound is not None else None
         spent_out: list = []           # (symbol, anchors isolated by the fallback, pairs it stood for)
         table_anchors = self.table.anchors
-        marks, active = self.marks, self._active
         if probe is None and bound is None:
             names = self._candidates()
         else:
@@ -483,8 +482,7 @@ class LayoutPass:
             # pair, where find_conflicts would look at no pair (and spend no budget) either
             if spent_out or len(anchors) < 2:
                 found = {}
-            elif len(anchors) == 2 and trace is None and not (
-                    active(ka := marks.get(anchors[0], ()), kb := marks.get(anchors[1], ())) or active(kb, ka)):
+            elif trace is None and not self._may_pair(anchors):
                 found = {}
             else:
                 found = self.find_conflicts(anchors, trace)
@@ -518,15 +516,18 @@ class LayoutPass:
         why-not probe (which reports on the others too) and without a budget (which counts
         every symbol past the point it ran out): sorting and walking all of them was a
         tenth of the pass at 100k nodes, and grows as N log N."""
-        marks, active = self.marks, self._active
-        out = []
-        for name, anchors in self.table.anchors.items():
-            k = len(anchors)
-            if k > 2 or k == 2 and (active(ka := marks.get(anchors[0], ()), kb := marks.get(anchors[1], ()))
-                                    or active(kb, ka)):
-                out.append(name)
+        may_pair = self._may_pair
+        out = [name for name, anchors in self.table.anchors.items() if len(anchors) > 1 and may_pair(anchors)]
         out.sort()
         return out
+
+    def _may_pair(self, anchors: list) -> bool:
+        """Whether a symbol of two or more anchors can have a pair to check: one of three or more
+        is looked at; one of two only when its mark lists pair (Note [two-anchor symbols])."""
+        if len(anchors) != 2:
+            return True
+        ka, kb = self.marks.get(anchors[0], ()), self.marks.get(anchors[1], ())
+        return self._active(ka, kb) or self._active(kb, ka)
 
     def mark_node(self, node: Node, g: Graph) -> None:
         in_f, in_side, extra_f, out_side, out_f, alone_side = self._plans_of_marks

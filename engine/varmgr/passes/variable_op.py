@@ -39,9 +39,10 @@ def run_variable_op(graph: Graph, mgr: VarManager, ctrl: GraphRebuildStateCtrl |
     if ctrl is None:
         raise PassFailure(PASS_ID, "INTERNAL_ERROR: no GraphRebuildStateCtrl")
     policy = mgr.policy
-    _renew_var_desc(graph, mgr, graph_id)
+    nodes = _all_nodes(graph)           # one walk for both: renewing descriptors edits no edge
+    _renew_var_desc(nodes, mgr, graph_id)
     changes: list[Change] = []
-    for name, (same_vars, refs) in _same_variables(graph, policy).items():
+    for name, (same_vars, refs) in _same_variables(nodes, policy).items():
         if not ctrl.is_var_permit_to_change_formats(name):
             for v in same_vars:
                 keep(kept, v, RULE, f"{name} may change its format (GraphRebuildStateCtrl)",
@@ -76,9 +77,9 @@ def _all_nodes(graph: Graph) -> list[Node]:
     return graph.model.all_nodes(graph) if graph.model is not None else graph.node_list()
 
 
-def _renew_var_desc(graph: Graph, mgr: VarManager, graph_id: int) -> None:
+def _renew_var_desc(nodes: list[Node], mgr: VarManager, graph_id: int) -> None:
     policy = mgr.policy
-    for node in _all_nodes(graph):
+    for node in nodes:
         if node.type not in policy.op_types.fused_variable or not mgr.is_var_exist(node.name):
             continue
         try:
@@ -89,12 +90,12 @@ def _renew_var_desc(graph: Graph, mgr: VarManager, graph_id: int) -> None:
                               f"{node.name}: {exc.message}", node.name) from None
 
 
-def _same_variables(graph: Graph, policy: VarPolicy) -> dict[str, tuple[list[Node], list[Node]]]:
+def _same_variables(nodes: list[Node], policy: VarPolicy) -> dict[str, tuple[list[Node], list[Node]]]:
     key = policy.attrs.ref_var_src_var_name
     groups: dict[str, tuple[list[Node], list[Node]]] = {}
     refs: dict[str, list[Node]] = {}
     fused = policy.op_types.fused_variable
-    for node in _all_nodes(graph):
+    for node in nodes:
         # most nodes are no VariableRef: their key set answers (Note [attribute key sets]),
         # read as Node.has_attr reads it, without the call
         src = node_typed(node, key, "s") if key in (node.akeys or attr_keys(node)) else None

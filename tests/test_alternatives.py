@@ -53,7 +53,7 @@ CHOICES = {
                                 ["identity-after-output"]),
     "layout/nopadding_out_out": ("layout/own-nopadding_out_out.yaml", "identity_0_ps2_MemLayoutConflict_0",
                                  ["identity-before-consumer"]),
-    "layout/rts_in_in": ("layout/RS-01.yaml", "identity_0_hcomallreduce_MemLayoutConflict_0", ["other-input"]),
+    "layout/rts_in_in": ("layout/RS-01.yaml", "identity_0_rtMemCpyAsync_MemLayoutConflict_0", ["other-input"]),
     "layout/rts_in_out": ("layout/own-rts_in_out.yaml", "identity_0_q_MemLayoutConflict_0", ["identity-before-input"]),
     "layout/rts_out_out": ("layout/own-rts_out_out-subgraph.yaml", "identity_0_pc_MemLayoutConflict_0",
                            ["later-output"]),

@@ -1,17 +1,15 @@
-"""The work the small passes skip (Note [steps by node type], Note [inert steps],
-Note [sorted test]): counted calls, and the same graph as the full walk."""
+"""The work the small passes skip (Note [steps by node type], Note [inert steps]): counted
+calls, and the same graph as the full walk."""
 from __future__ import annotations
 
 from collections import Counter
 
-from engine.core import surgery
 from engine.core.dumpio import save_model
 from engine.core.yamlgraph import load_yaml_graph
 from engine.passes.algorithms import rewrite
 from engine.passes.context import RunContext
 from engine.passes.manager import check_graph, resolve_passes, run_passes
 from harness import CASES, shared_pack
-from test_surgery import model_of
 
 PACK = shared_pack()
 SG = CASES / "subgraph" / "SG-04.yaml"
@@ -109,37 +107,6 @@ def test_always_matching_inert_steps_do_not_walk_the_nodes(monkeypatch, tmp_path
     assert sum(typed.values()) == 0
 
 
-def test_sorted_test_asks_the_loop_predicate_only_about_backward_edges(tmp_path):
-    m = model_of(tmp_path, """
-graphs:
-  root:
-    nodes: {a: Relu, b: Relu, c: Relu, d: Relu}
-    edges: [a -> b, b -> c, c ~> d]
-""")
-    asked = []
-
-    def back(n):
-        asked.append(n.name)
-        return n.name == "c"
-    order = m.root.node_list()
-    assert surgery._is_sorted(order, back) and asked == []
-    surgery.link_ctrl(m.root.find("c"), m.root.find("a"))      # c ~> a goes backward: c is a loop source
-    assert surgery._is_sorted(order, back) and asked == ["c"]
-    asked.clear()
-    surgery.link_ctrl(m.root.find("b"), m.root.find("a"))      # b ~> a goes backward, b is no loop source
-    assert not surgery._is_sorted(order, back) and asked == ["b"]
-    assert not surgery._is_sorted(order, None)
-    assert surgery.topo_sort(m.root) is None                    # a -> b ~> a: a cycle
-    u = model_of(tmp_path, """
-graphs:
-  root:
-    nodes: {a: Relu, b: Relu, c: Relu}
-    edges: [b -> a, a ~> c]
-""")
-    assert [n.name for n in surgery.topo_sort(u.root)] == ["b", "a", "c"] == [n.name for n in u.root.node_list()]
-    assert [n.id for n in u.root.node_list()] == [0, 1, 2]
-
-
 SILENT = """
 graphs:
   root:
@@ -182,26 +149,3 @@ def test_a_rule_without_actions_or_reasons_is_not_fired(monkeypatch, tmp_path):
     assert fired == []
     assert "_skip_rw_conflict" not in model.root.find("allreduce").op.attr
     assert len(model.root.node_list()) == 3
-
-
-def test_topo_sort_model_checks_a_sorted_model_in_one_walk(monkeypatch):
-    model, _ = load_yaml_graph(SG, PACK)
-    ctx = RunContext(PACK, model, {})
-    check_graph(ctx)                        # sets the loop-back predicate
-    walked = surgery._all_nodes_if_sorted(model.root)
-    assert walked == model.all_nodes()      # GetAllNodes' order, every graph sorted
-    sorts = []
-    orig = surgery.topo_sort
-    monkeypatch.setattr(surgery, "topo_sort", lambda g, assign_ids=True: sorts.append(g.name) or orig(g, assign_ids))
-    assert surgery.topo_sort_model(model) == []
-    assert sorts == []                      # no graph was sorted one by one
-    assert [n.id for n in model.all_nodes()] == list(range(len(walked)))
-    # a subgraph in reverse order sends the call down the full path, which sorts every graph
-    sub = next(g for g in model.all_subgraphs(model.root)
-               if any(p.node.graph is g for n in g.node_list() for o in n.outs for p in o.peers))
-    sub.reorder(list(reversed(sub.node_list())))
-    assert surgery._all_nodes_if_sorted(model.root) is None
-    assert surgery.topo_sort_model(model) == []
-    assert sorted(sorts) == sorted(g.name for g in [model.root] + model.all_subgraphs(model.root))
-    assert surgery._all_nodes_if_sorted(model.root) == model.all_nodes()
-    assert [n.id for n in model.all_nodes()] == list(range(len(walked)))

@@ -495,6 +495,9 @@ class Graph:
         self.by_name: dict[str, Node] = {}
         self.count = 0
         self._listed: list[Node] | None = None     # Note [node list kept]
+        # the SortPolicy whose sort left the graph as it is, None after any edit (Note
+        # [sorted stays sorted] in engine/core/toposort.py)
+        self.sorted_by = None
 
     def __repr__(self) -> str:
         return f"<graph {self.name} ({self.count} nodes)>"
@@ -551,6 +554,7 @@ class Graph:
     # ---- list surgery ---------------------------------------------------
     def _link_after(self, node: Node, after: Node | None) -> None:
         self._listed = None                     # Note [node list kept]
+        self.sorted_by = None
         node.alive = True
         if after is None:                       # append at the end
             node.prev, node.next = self.tail, None
@@ -578,6 +582,7 @@ class Graph:
         if not nodes:
             return
         self._listed = None                     # Note [node list kept]
+        self.sorted_by = None
         prev = self.tail
         if prev is None:
             self.head = nodes[0]
@@ -601,6 +606,7 @@ class Graph:
         """GE AddNodeFront."""
         self._register(node)
         self._listed = None                     # Note [node list kept]
+        self.sorted_by = None
         node.alive = True
         node.prev, node.next = None, self.head
         if self.head is not None:
@@ -616,6 +622,7 @@ class Graph:
 
     def unlink_from_list(self, node: Node) -> None:
         self._listed = None                     # Note [node list kept]
+        self.sorted_by = None
         if node.prev is not None:
             node.prev.next = node.next
         else:
@@ -635,6 +642,7 @@ class Graph:
         if self.model is not None:
             self.model.reorders += 1
         self._listed = None                     # Note [node list kept]
+        self.sorted_by = None
         self.head = self.tail = None
         self.count = 0
         prev = None
@@ -667,6 +675,8 @@ class Model:
         self.notes: list[tuple[str, str]] = []
         self._ops: pb.GraphDef | None = None      # Note [op memory]
         self.reorders = 0           # Graph.reorder calls: a sort that found the order kept adds none
+        self.sort_policy = None     # the run's SortPolicy (engine/core/toposort.py), set by the runner
+        self.policies_from = None   # the RunContext loop_back_source and sort_policy were made for
 
     def new_op(self, name: str, type_: str) -> pb.OpDef:
         """A new, empty OpDef for a node the passes add to this model.
@@ -696,8 +706,17 @@ class Model:
         return (x for x in walk(graph or self.root) if isinstance(x, Node))
 
     def all_subgraphs(self, graph: Graph | None = None) -> list[Graph]:
-        """GE GetAllSubgraphs of `graph` (default root), in the same depth-first order."""
-        return _graphs_under(graph or self.root)
+        """GE GetAllSubgraphs: the root's flat list of subgraphs, in the order the model
+        lists them (the file's, until a sort of the root puts them in the order its
+        numbering finds them: engine/core/toposort.py); a graph no live node owns is left
+        out. With a `graph` below the root: the subgraphs under it, depth first."""
+        if graph is None or graph is self.root:
+            under = _graphs_under(self.root)
+            if len(under) == len(self.graph_order) - 1:
+                return [g for g in self.graph_order if g is not self.root]
+            found = set(under)
+            return [g for g in self.graph_order if g in found]
+        return _graphs_under(graph)
 
     def node_count(self) -> int:
         return sum(g.count for g in self.graphs.values())

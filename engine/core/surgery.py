@@ -5,7 +5,6 @@ rules ("the first consumer keeps the direct edge") read that order.
 """
 from __future__ import annotations
 
-import heapq
 from typing import Callable, Iterable
 
 from engine.core.attrs import attrs_changed
@@ -71,13 +70,17 @@ def link(src: OutAnchor, dst: InAnchor) -> None:
         unlink(dst.peer, dst)
     src.peers.append(dst)
     dst.peer = src
-    dst.node.dirty = True
+    n = dst.node
+    n.dirty = True
+    n.graph.sorted_by = None        # Note [sorted stays sorted] in engine/core/toposort.py
 
 
 def unlink(src: OutAnchor, dst: InAnchor) -> None:
     _remove(src.peers, dst)
     dst.peer = None
-    dst.node.dirty = True
+    n = dst.node
+    n.dirty = True
+    n.graph.sorted_by = None
 
 
 def replace_peer(src: OutAnchor, old: InAnchor, new: InAnchor) -> None:
@@ -90,6 +93,7 @@ def replace_peer(src: OutAnchor, old: InAnchor, new: InAnchor) -> None:
         unlink(new.peer, new)
     new.peer = src
     new.node.dirty = True
+    new.node.graph.sorted_by = None
 
 
 # ---- control edges ----------------------------------------------------------
@@ -106,6 +110,7 @@ def link_ctrl(a: Node, b: Node) -> None:
         b.in_ctrl = []
     b.in_ctrl.append(a)
     b.dirty = True
+    b.graph.sorted_by = None
 
 
 def unlink_ctrl(a: Node, b: Node) -> None:
@@ -113,6 +118,7 @@ def unlink_ctrl(a: Node, b: Node) -> None:
     a.out_ctrl_set.discard(b)
     _remove(b.in_ctrl, a)
     b.dirty = True
+    b.graph.sorted_by = None
 
 
 # ---- node creation --------------------------------------------------------
@@ -263,158 +269,7 @@ def remove_node(node: Node) -> None:
     node.graph.unlink_from_list(node)
 
 
-# ---- ordering ---------------------------------------------------------------
-def topo_sort(graph: Graph, assign_ids: bool = True) -> list[Node] | None:
-    """Topologically sort the direct nodes of `graph` (data + control edges).
-
-    Note [topological order]: Kahn's algorithm with the current list position as
-    tie-break, so an already sorted graph keeps its order. GE assigns ids in the
-    new order; with `assign_ids` ids become 0..n-1. Returns None on a cycle.
-    """
-    order = graph.node_list()
-    back = getattr(graph.model, "loop_back_source", None) if graph.model is not None else None
-
-    def succ(n: Node) -> list[Node]:
-        return [] if back is not None and back(n) else successors(n)
-    if _is_sorted(order, back):
-        out = order                      # already sorted: Kahn's with this tie-break keeps it
-        if assign_ids:
-            _number(out)
-        return out
-    pos = {n: i for i, n in enumerate(order)}
-    indeg = {n: 0 for n in order}
-    for n in order:
-        for s in succ(n):
-            if s in indeg:
-                indeg[s] += 1
-    heap = [pos[n] for n in order if indeg[n] == 0]
-    heapq.heapify(heap)
-    out: list[Node] = []
-    while heap:
-        n = order[heapq.heappop(heap)]
-        out.append(n)
-        for s in succ(n):
-            if s in indeg:
-                indeg[s] -= 1
-                if indeg[s] == 0:
-                    heapq.heappush(heap, pos[s])
-    if len(out) != len(order):
-        return None
-    graph.reorder(out)
-    if assign_ids:
-        _number(out)
-    return out
-
-
-def _number(nodes: list[Node]) -> None:
-    """Ids 0..n-1 in the order of `nodes`, writing only those that differ."""
-    i = 0
-    for n in nodes:
-        # Node.id without the property: a lean node's id is in its lean message (Note [lean ops])
-        op = n._op
-        if op is None:
-            op = n.lean
-        if op.id != i:
-            op.id = i
-        i += 1
-
-
-def _is_sorted(order: list[Node], back) -> bool:
-    """Every edge (but those out of loop-back sources) goes forward in `order` (edges to
-    nodes outside it do not count): topo_sort's test, without a successor list per node.
-
-    Note [sorted test]: an edge goes backward when it ends at a node already passed (or at
-    its own source), so the walk keeps the set of nodes passed instead of a position table;
-    and it asks `back` (a pure pack predicate) only about a node with such an edge, not
-    about every node."""
-    seen: set[Node] = set()
-    add = seen.add
-    for n in order:
-        add(n)
-        backward = False
-        for o in n.outs:
-            for p in o.peers:
-                if p.node in seen:
-                    backward = True
-                    break
-            if backward:
-                break
-        if not backward and n.out_ctrl:
-            for c in n.out_ctrl:
-                if c in seen:
-                    backward = True
-                    break
-        if backward and (back is None or not back(n)):
-            return False
-    return True
-
-
-def topo_sort_model(model, graph: Graph | None = None) -> list[Graph]:
-    """GE ComputeGraph::TopologicalSorting on `graph` (default the root): sort it and
-    every subgraph below it, then number their nodes 0..n-1 in GetAllNodes order (one
-    numbering for the whole model, so ids compare across graphs). Returns the graphs
-    that have a cycle (left in their order)."""
-    top = model.root if graph is None else graph
-    nodes = _all_nodes_if_sorted(top)
-    if nodes is not None:
-        _number(nodes)
-        return []
-    cyclic = [g for g in [top] + model.all_subgraphs(top) if topo_sort(g, assign_ids=False) is None]
-    _number(model.all_nodes(top))
-    return cyclic
-
-
-def _all_nodes_if_sorted(top: Graph) -> list[Node] | None:
-    """topo_sort_model's common case in one walk: GetAllNodes(top) when `top` and every
-    graph below it are sorted already (as `_is_sorted` tells), else None (some graph needs
-    sorting: the full path follows).
-
-    Note [one walk when sorted]: the walk is GetAllNodes' (engine/core/graph.py
-    _nodes_under: a node, then its subgraphs' nodes, then the nodes after it), so each
-    graph's nodes come in its list order and one set of the nodes passed serves every
-    graph: an edge whose end was passed goes backward when both ends are in one graph
-    (only such an edge is looked at further, with the graph's loop-back predicate, as
-    topo_sort would). No node list per graph and no subgraph list; the ids are written
-    after the walk, so the predicate reads them as topo_sort's test did."""
-    seen: set[Node] = set()
-    add = seen.add
-    out: list[Node] = []
-    push = out.append
-    stack: list[Node | None] = [top.head]
-    while stack:
-        n = stack.pop()
-        while n is not None:
-            if not n.alive:
-                n = n.next
-                continue
-            add(n)
-            push(n)
-            hit = False
-            for o in n.outs:
-                for p in o.peers:
-                    if p.node in seen and p.node.graph is n.graph:
-                        hit = True
-                        break
-                if hit:
-                    break
-            if not hit and n.out_ctrl:
-                for c in n.out_ctrl:
-                    if c in seen and c.graph is n.graph:
-                        hit = True
-                        break
-            if hit:
-                g = n.graph
-                back = getattr(g.model, "loop_back_source", None) if g.model is not None else None
-                if back is None or not back(n):
-                    return None
-            if n.subgraphs:
-                stack.append(n.next)
-                stack.extend(sg.head for sg in reversed(n.subgraphs) if sg is not None)
-                break
-            n = n.next
-    return out
-
-
+# ---- ordering (the sorts themselves: engine/core/toposort.py) ------------------
 def successors(n: Node) -> list[Node]:
     """Data and control successors of n, with repeats (one per edge)."""
     out = [p.node for o in n.outs for p in o.peers]

@@ -159,6 +159,33 @@ def _flatten(xs) -> list:
     return out
 
 
+_LONG_MAX = (1 << 63) - 1
+
+
+def _strtol(text):
+    """C's strtol(text, nullptr, 10) (64-bit long): leading white space, an optional sign,
+    the longest run of digits; 0 when there is none; clamped to LONG_MIN..LONG_MAX."""
+    if text is None:
+        return None
+    s = str(text).lstrip(" \t\n\v\f\r")
+    sign = 1
+    if s[:1] in ("+", "-"):
+        sign = -1 if s[0] == "-" else 1
+        s = s[1:]
+    k = 0
+    while k < len(s) and "0" <= s[k] <= "9":
+        k += 1
+    v = sign * int(s[:k]) if k else 0
+    return max(-_LONG_MAX - 1, min(_LONG_MAX, v))
+
+
+def _int32(v):
+    if v is None:
+        return None
+    v = int(v) & 0xFFFFFFFF
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
 def _distinct(xs) -> list:
     seen, out = set(), []
     for x in xs or ():
@@ -297,6 +324,10 @@ GRAPH_PRIMITIVES: dict[str, PrimSpec] = register("graph", dict([
           "(list[T]) -> list[T]"),
     _spec("rest", (1, 1), "rest(list): all but the first element", lambda ctx: lambda l: list(l or [])[1:],
           "(list[T]) -> list[T]"),
+    _spec("strtol", (1, 1), "strtol(text): C's strtol base 10 (spaces, a sign, digits; 0 without digits; none for none)",
+          lambda ctx: _strtol, "(str) -> int"),
+    _spec("int32", (1, 1), "int32(value): the value cast to a 32-bit int as C++ casts to an enum (two's complement)",
+          lambda ctx: _int32, "(int) -> int"),
     _spec("producers", (1, 1), "producers(node): the out-anchors feeding its inputs, in input order",
           lambda ctx: lambda n: [] if _node_of(n) is None else [a.peer for a in _node_of(n).ins if a.peer is not None],
           "(Node) -> list[OutAnchor]"),

@@ -21,7 +21,7 @@ from engine.core.yamlloc import item_span
 from engine.pack import cache
 from engine.pack.options import load_options
 from engine.pack.model import (CORE_SECTIONS, PASS_SCOPES, SCHEMA_VERSION, FuncDef, OpClass, OpSpec, Pack,
-                               PassSpec, Rule, Step, SurgerySpec)
+                               PassSpec, Rule, SortSpec, Step, SurgerySpec)
 
 
 # ---- loading --------------------------------------------------------------------
@@ -241,9 +241,31 @@ def _load_surgery(pack: Pack, value: Any, errors: Collector) -> None:
         if e is not None:
             Compiler(pack.scope(("node",)), errors).check(e, (), "bool", f"surgery `{key}`")
         exprs[key] = e
+    sort = _load_sort(pack, r.get("topological_sort", dict), r.value_loc("topological_sort"), errors)
     r.done()
     pack.surgery = SurgerySpec(tuple(map(str, inherit)), exprs["keep_in_ctrl_from"], exprs["keep_out_ctrl_of"],
-                               exprs["loop_back_edge_from"], r.loc)
+                               exprs["loop_back_edge_from"], r.loc, sort)
+
+
+def _load_sort(pack: Pack, value: Any, loc: Loc, errors: Collector) -> SortSpec | None:
+    """surgery.topological_sort: `mode` (a str from the options), `memory_priority` (a bool
+    from the options), `inputs_first` and `long_lived` (node predicates)."""
+    if value is None:
+        return None
+    r = Reader(value, "surgery: topological_sort", errors, loc)
+    exprs = {}
+    for key, vars_, typ, required in (("mode", (), "str", True), ("memory_priority", (), "bool", False),
+                                      ("inputs_first", ("node",), "bool", False),
+                                      ("long_lived", ("node",), "bool", False)):
+        text = r.get(key, (str, bool), required=required)
+        e = parse_rule_expr(text, r.value_loc(key), errors) if text is not None else None
+        if e is not None:
+            Compiler(pack.scope(vars_), errors).check(e, (), typ, f"surgery.topological_sort `{key}`")
+        exprs[key] = e
+    r.done()
+    if exprs["mode"] is None:
+        return None
+    return SortSpec(exprs["mode"], exprs["memory_priority"], exprs["inputs_first"], exprs["long_lived"], r.loc)
 
 
 _SOURCES: list | None = None   # set while a pack loads: every DSL value parsed, with its text

@@ -71,6 +71,19 @@ class Step:
 
 
 @dataclass(frozen=True, slots=True)
+class SortSpec:
+    """ComputeGraph::TopologicalSorting's choices (engine/core/toposort.py): the strategy,
+    "bfs" | "dfs" | "rdfs" | "stable_rdfs", from the options; the MemoryPriority policy; the
+    sources SortNodes takes first; the producers DelayTopoSort counts as long-lived."""
+
+    mode: Expr
+    memory_priority: Expr | None
+    inputs_first: Expr | None
+    long_lived: Expr | None
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
 class SurgerySpec:
     """GE GraphUtils behaviour shared by every pass that inserts nodes."""
 
@@ -79,6 +92,7 @@ class SurgerySpec:
     keep_out_ctrl_of: Expr | None       # insert-after does not move out-control edges of these nodes
     loop_back_edge_from: Expr | None    # edges from these nodes may close a cycle (loops)
     loc: Loc
+    topological_sort: SortSpec | None = None
 
 
 @dataclass

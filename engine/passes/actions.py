@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.core import surgery
+from engine.core import surgery, toposort
 from engine.passes.context import Diagnostic, Insertion, anchor_ref
 from engine.core.errors import Cite, PassFailure
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor, set_desc_attr, writable_desc
@@ -320,10 +320,10 @@ class Rewriter:
         return node
 
     def topo_sort(self, graph: Graph) -> Graph:
-        """ComputeGraph::TopologicalSorting (surgery.topo_sort_model); a cycle fails the pass."""
+        """ComputeGraph::TopologicalSorting (engine/core/toposort.py); a cycle fails the pass."""
         model = graph.model
         reorders = model.reorders
-        cyclic = surgery.topo_sort_model(model, graph)
+        cyclic = toposort.sort_model(model, graph)
         if model.reorders != reorders:
             self.changed = True
         if cyclic:

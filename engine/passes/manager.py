@@ -17,6 +17,8 @@ from engine.core.graph import Model
 from engine.pack.model import Pack, PassSpec
 from engine.dsl.library import bound_functions
 from engine.core.surgery import find_cycle
+from engine.core.toposort import MODES, SortPolicy
+from engine.passes.algorithms.rewrite import node_types_needed
 from engine.core.gcpause import no_gc
 from engine.core.lean import VERIFY_CACHES, check_shared
 
@@ -52,15 +54,61 @@ def gate_verdicts(pack: Pack, options: dict[str, str], ids: list[str] | None):
             for s in pack.pipeline if s.gate is not None and not comp.function(s.gate, ())()]
 
 
-def check_graph(ctx: RunContext) -> None:
-    """Reject graphs GE could not have produced: data/control cycles outside loops."""
+def install_policies(ctx: RunContext) -> None:
+    """The run's graph-wide predicates on its model, once per context: the loop back-edge
+    sources (surgery.loop_back_edge_from) and the topological sort's policy (surgery.
+    topological_sort, from the run's options: engine/core/toposort.py)."""
+    model = ctx.model
+    if model.policies_from is ctx:
+        return
     pack = ctx.pack
     spec = pack.surgery
-    loop_edge = None
+    functions = bound_functions(ctx)
+    node_comp = Compiler(pack.scope(("node",), functions=functions), Collector())
+    loop_edge = loop_types = None
     if spec is not None and spec.loop_back_edge_from is not None:
-        comp = Compiler(pack.scope(("node",), functions=bound_functions(ctx)), Collector())
-        loop_edge = comp.function(spec.loop_back_edge_from, ("node",))
-    ctx.model.loop_back_source = loop_edge
+        loop_edge = node_comp.function(spec.loop_back_edge_from, ("node",))
+        loop_types = node_types_needed(spec.loop_back_edge_from, pack.class_sets())
+    model.loop_back_source = loop_edge
+    model.sort_policy = _sort_policy(ctx, spec.topological_sort if spec is not None else None,
+                                     node_comp, functions, loop_edge, loop_types)
+    model.policies_from = ctx
+
+
+def _sort_policy(ctx: RunContext, sort, node_comp, functions, loop_edge, loop_types) -> SortPolicy:
+    size = _output_size
+    if sort is None:
+        return SortPolicy(loop_back=loop_edge, loop_types=loop_types, output_size=size)
+    comp = Compiler(ctx.pack.scope((), functions=functions), Collector())
+    mode = comp.function(sort.mode, ())()
+    if mode not in MODES:
+        raise InputError(Problem(sort.loc, f"surgery.topological_sort `mode` gives {mode!r} with these options",
+                                 f"it must give one of {', '.join(MODES)}"))
+    memory = bool(comp.function(sort.memory_priority, ())()) if sort.memory_priority is not None else False
+    first = node_comp.function(sort.inputs_first, ("node",)) if sort.inputs_first is not None else None
+    lived = node_comp.function(sort.long_lived, ("node",)) if sort.long_lived is not None else None
+    return SortPolicy(mode, memory, (lambda n: bool(first(n))) if first else SortPolicy.inputs_first,
+                      loop_edge, loop_types, (lambda n: bool(lived(n))) if lived else SortPolicy.long_lived, size)
+
+
+def _output_size(node) -> int:
+    """GetNodeOutputRealSize's sum: each output's CalcTensorMemSize, a failing one as 0."""
+    from engine.varmgr.desc import desc_from_proto
+    from engine.varmgr.getypes import calc_tensor_mem_size
+    total = 0
+    for o in node.outs:
+        d = o.desc
+        if d is None:
+            continue
+        td = desc_from_proto(d, init_attr="")
+        total += calc_tensor_mem_size(td.dims, td.format, td.dtype) or 0
+    return total
+
+
+def check_graph(ctx: RunContext) -> None:
+    """Reject graphs GE could not have produced: data/control cycles outside loops."""
+    install_policies(ctx)
+    loop_edge = ctx.model.loop_back_source
     problems = []
     with no_gc():       # Note [gc]: the cycle search keeps a list per node; collections over them grew as N^1.4
         cycles = [(g, find_cycle(g, (lambda a, b: loop_edge(a)) if loop_edge else (lambda a, b: False)))
@@ -90,6 +138,7 @@ def run_passes(ctx: RunContext, passes: list[PassSpec], before: Callable[[int, P
     # Note [gc]: passes allocate much and free little. The collector stays off over the
     # whole list, not pass by pass: back on between passes, each first collection walked
     # what the pass before had made (10 collections, 0.33 s at 100k nodes)
+    install_policies(ctx)
     try:
         with no_gc():
             _run_each(ctx, passes, before, after)

@@ -122,3 +122,43 @@ def tensor_bytes(dtype: int, count: int) -> int | None:
     if bits == 0:
         return None
     return (count * bits + 7) // 8
+
+
+# CalcTensorElementCnt's formats: the 4-d ones (a shape of another length is counted as ND)
+# and the others it multiplies the dims of; any other primary format fails.
+_COUNTED_FORMATS = frozenset(FORMAT_VALUE[n] for n in (
+    "ND", "MD", "NCHW", "HWCN", "NHWC", "CHWN", "C1HWC0", "C1HWNCoC0", "NC1HWC0", "FRACTAL_Z",
+    "FILTER_HWCK", "FRACTAL_NZ", "FRACTAL_NZ_C0_16", "FRACTAL_NZ_C0_32", "FRACTAL_NZ_C0_2",
+    "FRACTAL_NZ_C0_4", "FRACTAL_NZ_C0_8", "FRACTAL_ZZ", "NDHWC", "NCDHW", "DHWCN", "DHWNC",
+    "FRACTAL_Z_3D", "FRACTAL_Z_3D_TRANSPOSE", "NDC1HWC0", "FRACTAL_Z_C04", "FRACTAL_ZN_LSTM",
+    "NC1HWC0_C04", "ND_RNN_BIAS", "FRACTAL_ZN_RNN", "NYUV", "NYUV_A", "NCL", "FRACTAL_Z_WINO")
+    if n in FORMAT_VALUE)
+_INT64_MAX = (1 << 63) - 1
+_STRING_BYTES = 16          # GetDataTypeLength: DT_STRING and DT_STRING_REF, two uint64
+
+
+def calc_tensor_mem_size(dims, fmt: int, dtype: int) -> int | None:
+    """TensorUtils::CalcTensorMemSize: the bytes of a tensor (unaligned), -1 for an unknown
+    shape or a data type without a size, None where GE's call fails (an unsupported format,
+    an overflowing element count)."""
+    count = 1
+    for d in dims:
+        if d < 0:
+            return -1
+        if d == 0:
+            return 0
+    if primary_format(fmt) not in _COUNTED_FORMATS:
+        return None
+    for d in dims:
+        count *= d
+        if count > _INT64_MAX:
+            return None
+    bits = DTYPE_BITS.get(dtype, 0)
+    if bits == 0:
+        name = DTYPE_NAME.get(dtype)
+        per = _STRING_BYTES if name in ("STRING", "STRING_REF") else 0
+        if per == 0:
+            return -1
+        return count * per if count * per <= _INT64_MAX else None
+    size = (count * bits + 7) // 8
+    return size if size <= _INT64_MAX else -1

@@ -25,6 +25,7 @@ from typing import Any
 
 from engine.passes.registry import Algorithm, register
 from engine.core import surgery
+from engine.core.toposort import sort_model
 from engine.passes.context import Insertion, anchor_ref
 from engine.dsl.compiler import Compiler, def_source, precompile
 from engine.dsl.ast import Binary, Expr, ListLit, Paren
@@ -435,17 +436,14 @@ class LayoutPass:
             self._why_not_targets(targets)
         if not targets:
             return
-        surgery.topo_sort_model(self.ctx.model)
-        inserted = len(self.ctx.insertions)
+        self.sort(graph)
         if self.cfg.ctrl is not None:
             ctrl = CtrlNodeConflict(self)
             for g in targets:
                 ctrl.solve(g)
-        # Note [sorted already]: CtrlNodeConflict edits the graph only by inserting, and records
-        # each insertion; with none the model is as the first sort left it (sorted, numbered),
-        # where a second sort changes nothing
-        if len(self.ctx.insertions) != inserted:
-            surgery.topo_sort_model(self.ctx.model)
+        # GE sorts again after CtrlNodeConflict; with nothing inserted, a repeatable sort only
+        # renumbers (Note [sorted stays sorted] in engine/core/toposort.py)
+        self.sort(graph)
         self.solved = False
         tables = []
         for g in targets:
@@ -456,6 +454,12 @@ class LayoutPass:
         if not self.solved:
             for g, table in tables:
                 self.ctx.leave_symbols(g, table)
+
+    def sort(self, graph: Graph) -> None:
+        """graph->TopologicalSorting(); GE_ASSERT_SUCCESS fails the pass on a cycle."""
+        cyclic = sort_model(self.ctx.model, graph)
+        if cyclic:
+            raise PassFailure(self.spec.id, f"graph '{cyclic[0].name}' has a cycle; it cannot be sorted topologically")
 
     def process(self, g: Graph) -> None:
         model = self.ctx.model

@@ -7,11 +7,11 @@ writer that no path orders against another writer or a reader. What writes, what
 ignored, which node carries a type up to the parent, which edges order nodes and the
 diagnostic code all come from the pack's `graph_lint` section.
 
-The pass never changes the graph: a conflict is a diagnostic, not a failure.
+The pass changes nothing but the order of the nodes (GE sorts before it looks): a conflict
+is a diagnostic, not a failure.
 """
 from __future__ import annotations
 
-import heapq
 from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +28,7 @@ from engine.dsl.library import PrimSpec, bound_functions, register as register_f
 from engine.core.attrs import node_attr
 from engine.pack.rulelist import check_rules, compile_rules
 from engine.core.schema import Reader, str_list
-from engine.core.surgery import successors
+from engine.core.toposort import sort_model
 from engine.passes.probe import NO_CONFLICT, NOT_LOOKED, Step
 from engine.passes.budget import BudgetEvent, budget_for
 
@@ -149,22 +149,6 @@ def _preds(node: Node) -> list[Node]:
     return out
 
 
-def _in_order(order: list[Node], pos: dict, f_loop) -> bool:
-    """Every predecessor (data, then control, as _preds lists them) comes earlier in `order`
-    or is a loop node; `f_loop` is asked about the late ones, in that order, up to the first
-    that is not."""
-    for i, n in enumerate(order):
-        for a in n.ins:
-            if a.peer is not None:
-                p = a.peer.node
-                if pos[p] >= i and not f_loop(p):
-                    return False
-        for p in n.in_ctrl:
-            if pos[p] >= i and not f_loop(p):
-                return False
-    return True
-
-
 class GraphLint:
     """One GraphLint::Verify on a root graph."""
 
@@ -177,8 +161,6 @@ class GraphLint:
         node_comp = Compiler(ctx.pack.scope(("node",), consts, functions=prims), Collector())
         self.f_original = node_comp.function(cfg.original_type, ("node",))
         self.f_source = node_comp.function(cfg.source, ("node",))
-        loop = ctx.pack.surgery.loop_back_edge_from if ctx.pack.surgery is not None else None
-        self.f_loop = node_comp.function(loop, ("node",)) if loop is not None else (lambda n: False)
         self.W, self.RO = cfg.role["writable"], cfg.role["read_only"]
         self.valid = frozenset(cfg.types) - {cfg.role["invalid"]}
         # Note [inputs typed as asked]
@@ -294,45 +276,20 @@ class GraphLint:
 
     # ---- TopologicalSorting ------------------------------------------------------
     def sort(self, g: Graph, graphs: list[Graph]) -> None:
-        """Note [no reorder]: GE sorts the graph in place (root and subgraphs) before the
-        lint. This pass changes nothing, so it computes that order (surgery.topo_sort's
-        tie-break, loop back edges left out) and walks it; the graph keeps its own."""
-        def sorted_nodes(h: Graph) -> list[Node]:
-            order = self.order(h)
+        """GraphLint::Initialize sorts the root in place (and with it every subgraph:
+        engine/core/toposort.py); Verify then takes the root and GetAllSubgraphs, in the
+        order the sort leaves them."""
+        model = self.ctx.model
+        cyclic = sort_model(model, g)
+        if cyclic:
+            raise self.fail(f"TopologicalSorting fails: graph '{cyclic[0].name}' has a cycle")
+        graphs.append(g)
+        if g is model.root:
+            graphs.extend(model.all_subgraphs())
+        for h in graphs:
+            order = h.node_list()
             self.orders[h] = order
             self.pos.update(zip(order, range(len(order))))
-            graphs.append(h)
-            return order
-        for _ in walk(g, sorted_nodes):
-            pass
-
-    def order(self, g: Graph) -> list[Node]:
-        order = g.node_list()
-        pos = dict(zip(order, range(len(order))))
-        if _in_order(order, pos, self.f_loop):
-            return order          # already sorted: Kahn's smallest-position order is the list itself
-        indeg = dict.fromkeys(order, 0)
-        for n in order:
-            if not self.f_loop(n):
-                for s in successors(n):
-                    if s in indeg:
-                        indeg[s] += 1
-        heap = [i for i, n in enumerate(order) if indeg[n] == 0]
-        heapq.heapify(heap)
-        out = []
-        while heap:
-            n = order[heapq.heappop(heap)]
-            out.append(n)
-            if not self.f_loop(n):
-                for s in successors(n):
-                    if s not in indeg:
-                        continue
-                    indeg[s] -= 1
-                    if indeg[s] == 0:
-                        heapq.heappush(heap, pos[s])
-        if len(out) != len(order):
-            raise self.fail(f"TopologicalSorting fails: graph '{g.name}' has a cycle")
-        return out
 
     def all_nodes(self, g: Graph, out: list[Node]) -> list[Node]:
         """GetAllNodes after sorting: each node followed by its subgraphs' nodes."""

@@ -154,11 +154,29 @@ def _forward(nodes: list[Node], pol: SortPolicy) -> list[Node]:
     out: list[Node] = []
     emit = out.append
     if pol.mode == "dfs":
-        pop, push = stack.pop, stack.extend
+        # Note [inline DFS]: _freed's loop written out here: the depth-first sort is every
+        # run's (three full sorts at 100k nodes), and the call and list per node were a third
+        # of its time (0.20 -> 0.14 s at 100k)
+        get = counts.get
+        pop, push = stack.pop, stack.append
         while stack:
             n = pop()
             emit(n)
-            push(_freed(n, counts))
+            for o in n.outs:
+                for p in o.peers:
+                    s = p.node
+                    c = get(s)
+                    if c is not None:
+                        counts[s] = c - 1
+                        if c == 1:
+                            push(s)
+            if n.out_ctrl:
+                for s in n.out_ctrl:
+                    c = get(s)
+                    if c is not None:
+                        counts[s] = c - 1
+                        if c == 1:
+                            push(s)
         return out
     queue: deque[Node] = deque()
     while stack or queue:

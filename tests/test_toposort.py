@@ -178,23 +178,49 @@ def test_the_passes_sort_again_only_after_an_edit(monkeypatch):
     assert counted == [len(model.root.node_list()) - 2, len(model.root.node_list())]
 
 
-def test_graph_scope_passes_take_the_subgraphs_in_the_models_order(tmp_path):
-    """PassManager runs a graph pass on GetAllSubgraphs, which a root sort reorders: an If's
-    branches last to first."""
-    m = model_of(tmp_path, """
+IF_GRAPH = """
 graphs:
   root:
     nodes:
       d: Data
-      if: {type: If, inputs: 1, outputs: 0, subgraphs: [then_g, else_g]}
+      if: {{type: If, inputs: 1, outputs: 0, subgraphs: [then_g, else_g]}}
     edges: [d -> if]
   then_g:
-    nodes: {t: {type: Data, attrs: {_parent_node_index: 0}}}
+    nodes: {then}
+    edges: {edges}
   else_g:
-    nodes: {e: {type: Data, attrs: {_parent_node_index: 0}}}
-""")
+    nodes: {{e: {{type: Data, attrs: {{_parent_node_index: 0}}}}}}
+"""
+
+
+def test_graph_scope_passes_take_the_subgraphs_in_the_models_order(tmp_path):
+    """PassManager runs a graph pass on GetAllSubgraphs, which a root sort reorders: an If's
+    branches last to first."""
+    m = model_of(tmp_path, IF_GRAPH.format(then="{t: {type: Data, attrs: {_parent_node_index: 0}}}", edges="[]"))
     assert [g.name for g in m.all_subgraphs()] == ["then_g", "else_g"]
     install_policies(RunContext(PACK, m, {}))
     assert sort_model(m) == []
     assert [g.name for g in m.all_subgraphs()] == ["else_g", "then_g"]
     assert [(n.name, n.id) for n in m.all_nodes()] == [("d", 0), ("if", 1), ("t", 2), ("e", 3)]
+
+
+def test_a_model_nothing_edited_is_not_renumbered(tmp_path, monkeypatch):
+    """A root's sort that finds every graph as the same policy left it does nothing; an edit
+    in one subgraph sorts that graph again and renumbers the model; a subgraph sorted alone
+    numbers itself, so the next root sort numbers everything again."""
+    m = model_of(tmp_path, IF_GRAPH.format(then="{t: {type: Data, attrs: {_parent_node_index: 0}}, r: Relu, s: Relu}",
+                                           edges="[t -> r, t -> s]"))
+    install_policies(RunContext(PACK, m, {}))
+    calls = {"number": 0, "forward": []}
+    number, forward = toposort.number, toposort._forward
+    monkeypatch.setattr(toposort, "number", lambda nodes: calls.__setitem__("number", calls["number"] + 1) or number(nodes))
+    monkeypatch.setattr(toposort, "_forward", lambda nodes, p: calls["forward"].append(nodes[0].graph.name) or forward(nodes, p))
+    assert sort_model(m) == [] and calls["forward"] == ["root", "then_g", "else_g"]
+    before = dict(calls, forward=list(calls["forward"]))
+    assert sort_model(m) == [] and calls == before
+    then_g = m.graphs["then_g"]
+    surgery.link_ctrl(then_g.find("s"), then_g.find("r"))
+    assert sort_model(m) == [] and calls["forward"][3:] == ["then_g"]
+    assert [(n.name, n.id) for n in m.all_nodes()] == [("d", 0), ("if", 1), ("t", 2), ("s", 3), ("r", 4), ("e", 5)]
+    assert sort_model(m, then_g) == [] and [n.id for n in then_g.nodes()] == [0, 1, 2]
+    assert sort_model(m) == [] and [n.id for n in m.all_nodes()] == list(range(6))

@@ -677,6 +677,9 @@ class Model:
         self.reorders = 0           # Graph.reorder calls: a sort that found the order kept adds none
         self.sort_policy = None     # the run's SortPolicy (engine/core/toposort.py), set by the runner
         self.policies_from = None   # the RunContext loop_back_source and sort_policy were made for
+        # the SortPolicy whose sort of the root last numbered every node (Note [sorted stays
+        # sorted] in engine/core/toposort.py); a sort of a subgraph alone drops it
+        self.numbered_by = None
 
     def new_op(self, name: str, type_: str) -> pb.OpDef:
         """A new, empty OpDef for a node the passes add to this model.

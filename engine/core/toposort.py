@@ -77,13 +77,15 @@ def policy_of(model: Model | None) -> SortPolicy:
 
 
 # ---- one graph -------------------------------------------------------------------
-def sort_graph(graph: Graph, policy: SortPolicy | None = None) -> bool:
-    """DoTopologicalSorting on `graph`'s direct nodes: reorder them, ids 0..n-1. False when
-    some node is never reached (a cycle): the order is left as it was, as GE leaves it."""
+def sort_graph(graph: Graph, policy: SortPolicy | None = None, renumber: bool = True) -> bool:
+    """DoTopologicalSorting on `graph`'s direct nodes: reorder them, ids 0..n-1 (unless
+    `renumber` is false: the caller numbers them). False when some node is never reached (a
+    cycle): the order is left as it was, as GE leaves it."""
     pol = policy if policy is not None else policy_of(graph.model)
     nodes = graph.node_list()
     if pol.repeatable and graph.sorted_by is pol:
-        number(nodes)
+        if renumber:
+            number(nodes)
         return True
     if pol.mode in ("dfs", "bfs"):
         out = _forward(nodes, pol)
@@ -97,7 +99,8 @@ def sort_graph(graph: Graph, policy: SortPolicy | None = None) -> bool:
         out = _delay(out, graph, pol)
     if out != nodes:
         graph.reorder(out)
-    number(out)
+    if renumber:
+        number(out)
     graph.sorted_by = pol
     return True
 
@@ -383,21 +386,28 @@ def sort_model(model: Model, graph: Graph | None = None, policy: SortPolicy | No
     cycle stopped it at (GE stops at the first), or []."""
     pol = policy if policy is not None else policy_of(model)
     top = model.root if graph is None else graph
-    if not sort_graph(top, pol):
-        return [top]
-    if top.parent_node is not None or top is not model.root:
-        return []
+    if top is not model.root:
+        model.numbered_by = None            # ids of this graph alone
+        return [] if sort_graph(top, pol) else [top]
     subs = [g for g in model.graph_order if g is not top]
-    if not subs:
+    # Note [sorted stays sorted]: nothing edited since this policy sorted and numbered the model
+    if pol.repeatable and model.numbered_by is pol and top.sorted_by is pol \
+            and all(g.sorted_by is pol for g in subs):
         return []
+    model.numbered_by = None
+    if not sort_graph(top, pol, renumber=not subs):
+        return [top]
     for g in subs:
-        if not sort_graph(g, pol):
+        if not sort_graph(g, pol):          # a graph no node owns keeps these ids
             return [g]
-    nodes = model.all_nodes(top)
-    number(nodes)
-    found = _found_subgraphs(nodes)
-    if len(found) == len(subs) and found != subs:
-        model.graph_order[:] = [top] + found
+    if subs:
+        nodes = model.all_nodes(top)
+        number(nodes)
+        found = _found_subgraphs(nodes)
+        if len(found) == len(subs) and found != subs:
+            model.graph_order[:] = [top] + found
+    if pol.repeatable:
+        model.numbered_by = pol
     return []
 
 

@@ -24,8 +24,10 @@ Note [sorted stays sorted]: DFS and BFS read the list order only through the ord
 sources of each kind, which a sort keeps; so sorting what such a sort left, with no edit in
 between, gives the same order. A graph remembers the policy that sorted it (`sorted_by`),
 every edit forgets it (engine/core/surgery.py and the node list methods of Graph), and a sort
-by the same repeatable policy only renumbers. The memory-priority and reverse strategies do
-not repeat themselves in general (DelayTopoSort moves nodes again) and always sort.
+by the same repeatable policy only renumbers; a root's sort that finds every graph so, and the
+model numbered by that policy's last root sort (`Model.numbered_by`; a subgraph sorted alone
+numbers itself and drops it), does nothing. The memory-priority and reverse strategies do not
+repeat themselves in general (DelayTopoSort moves nodes again) and always sort.
 """
 from __future__ import annotations
 
@@ -96,7 +98,7 @@ def sort_graph(graph: Graph, policy: SortPolicy | None = None, renumber: bool = 
     if len(out) != len(nodes):
         return False
     if pol.delays:
-        out = _delay(out, graph, pol)
+        out = _delay(out, pol)
     if out != nodes:
         graph.reorder(out)
     if renumber:
@@ -318,7 +320,7 @@ def _distinct(nodes: list[Node]) -> list[Node]:
     return list(dict.fromkeys(nodes))
 
 
-def _delay(nodes: list[Node], graph: Graph, pol: SortPolicy) -> list[Node]:
+def _delay(nodes: list[Node], pol: SortPolicy) -> list[Node]:
     """DelayTopoSort: a chain that starts at a node fed only by long-lived values and goes
     on through single-input nodes moves to just before its first consumer, when that comes
     two or more places later; a chain that moved to a node with several consumers stops
@@ -346,14 +348,14 @@ def _delay(nodes: list[Node], graph: Graph, pol: SortPolicy) -> list[Node]:
     return [x for g in groups for x in g]
 
 
-def _first_consumer(chain: list[Node], pol: SortPolicy) -> tuple[int, int] | None:
+def _first_consumer(group: list[Node], pol: SortPolicy) -> tuple[int, int] | None:
     """GetOutNodeIndex: (the smallest id among the last node's consumers, their count), or
     None when the chain cannot move (its first node has an input that is not long-lived,
     its last node has several inputs, or no consumer)."""
-    if len(chain) == 1 and not _long_lived_inputs(chain[0], pol):
+    if len(group) == 1 and not _long_lived_inputs(group[0], pol):
         return None
-    last = chain[-1]
-    if len(chain) != 1 and len(last.ins) != 1:
+    last = group[-1]
+    if len(group) != 1 and len(last.ins) != 1:
         return None
     least = 0
     count = 0

@@ -85,10 +85,13 @@ def _sort_policy(ctx: RunContext, sort, node_comp, functions, loop_edge, loop_ty
         raise InputError(Problem(sort.loc, f"surgery.topological_sort `mode` gives {mode!r} with these options",
                                  f"it must give one of {', '.join(MODES)}"))
     memory = bool(comp.function(sort.memory_priority, ())()) if sort.memory_priority is not None else False
-    first = node_comp.function(sort.inputs_first, ("node",)) if sort.inputs_first is not None else None
-    lived = node_comp.function(sort.long_lived, ("node",)) if sort.long_lived is not None else None
-    return SortPolicy(mode, memory, (lambda n: bool(first(n))) if first else SortPolicy.inputs_first,
-                      loop_edge, loop_types, (lambda n: bool(lived(n))) if lived else SortPolicy.long_lived, size)
+    tests = {}
+    for key in ("inputs_first", "long_lived"):
+        e = getattr(sort, key)
+        if e is not None:
+            f = node_comp.function(e, ("node",))
+            tests[key] = lambda n, f=f: bool(f(n))
+    return SortPolicy(mode, memory, loop_back=loop_edge, loop_types=loop_types, output_size=size, **tests)
 
 
 def _output_size(node) -> int:

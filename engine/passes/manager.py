@@ -95,15 +95,13 @@ def _sort_policy(ctx: RunContext, sort, node_comp, functions, loop_edge, loop_ty
 
 
 def _output_size(node) -> int:
-    """GetNodeOutputRealSize's sum: each output's CalcTensorMemSize, a failing one as 0."""
-    from engine.varmgr.desc import desc_from_proto
+    """GetNodeOutputRealSize's sum: each output's CalcTensorMemSize, a failing one as 0 (a
+    lean node's descriptors read once per distinct encoding: Note [descriptors by bytes])."""
     from engine.varmgr.getypes import calc_tensor_mem_size
+    from engine.varmgr.nodes import desc_at
     total = 0
-    for o in node.outs:
-        d = o.desc
-        if d is None:
-            continue
-        td = desc_from_proto(d, init_attr="")
+    for i in range(node.desc_count(outputs=True)):
+        td = desc_at(node, i, "")
         total += calc_tensor_mem_size(td.dims, td.format, td.dtype) or 0
     return total
 

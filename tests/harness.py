@@ -12,6 +12,8 @@ Checks (all optional):
   inserted_types: {T: N}         inserted nodes by type
   type_count: {T: N}             nodes of type T in the whole model afterwards
   graph_nodes: {graph: N}        direct node count of a graph afterwards
+  order: {graph: [names]}        a graph's direct nodes afterwards, in list order
+  ids: {graph: {n: id}}          the topological ids of a graph's nodes afterwards
   producer_type: {"n:i": T}      type of the node feeding input i of n
   producer_not_type: {"n:i": T}
   producer: {"n:i": "m:j"}       exact producer anchor
@@ -100,10 +102,10 @@ needs_ge_dumps = pytest.mark.skipif(not any(ge_dumps().glob("*.txt")), reason=_d
 
 
 SETUP_KEYS = ("passes", "given_desc", "offsets")
-CHECK_KEYS = ("status", "message", "inserted", "inserted_types", "type_count", "graph_nodes", "producer_type",
-              "producer_not_type", "producer", "ctrl_in", "ctrl_out", "attr", "producer_desc", "rerun_inserted",
-              "desc", "desc_field", "desc_attr", "producer_attr", "symbol_count", "anchor_count", "symbol_of",
-              "symbol_size", "diagnostics", "graph_type_count", "rule_of", "ports", "named", "absent")
+CHECK_KEYS = ("status", "message", "inserted", "inserted_types", "type_count", "graph_nodes", "order", "ids",
+              "producer_type", "producer_not_type", "producer", "ctrl_in", "ctrl_out", "attr", "producer_desc",
+              "rerun_inserted", "desc", "desc_field", "desc_attr", "producer_attr", "symbol_count", "anchor_count",
+              "symbol_of", "symbol_size", "diagnostics", "graph_type_count", "rule_of", "ports", "named", "absent")
 DESC_FIELDS = tuple(pb.TensorDescriptor.DESCRIPTOR.fields_by_name)
 OFFSET_FIELDS = ("input_i", "output_i")
 PRODUCER_DESC_FIELDS = ("reuse_input", "reuse_input_index", "absent_attrs")
@@ -223,6 +225,12 @@ def check_expectations(ctx, expect, status, failure: PassFailure | None = None) 
         assert got == n, f"{got} nodes of type {t}, expected {n}"
     for g, n in (expect.get("graph_nodes") or {}).items():
         assert model.graphs[g].count == n, f"graph {g} has {model.graphs[g].count} nodes, expected {n}"
+    for g, want in (expect.get("order") or {}).items():
+        got = [x.name for x in model.graphs[g].node_list()]
+        assert got == list(want), f"graph {g} in the order {got}"
+    for g, want in (expect.get("ids") or {}).items():
+        got = {x.name: x.id for x in model.graphs[g].node_list()}
+        assert got == dict(want), f"graph {g} ids {got}"
     for ref, t in (expect.get("producer_type") or {}).items():
         a = anchor(model, ref)
         assert a.peer is not None and a.peer.node.type == t, f"{ref} fed by {a.peer}"

@@ -391,18 +391,6 @@ def fusion_graph(tmp_path):
     return graph(tmp_path, nodes, edges, order)
 
 
-def test_stable_rdfs_2_1(tmp_path):
-    """UtestComputeGraph.StableRDFSTopologicalSorting2_1, cgut:2033 (asserts 2040-2070)."""
-    check_sort(fusion_graph(tmp_path), opts("3"),
-               ["const", "constant", "variable", "node1", "data", "fusion_2_3", "node4", "node5"])
-
-
-def test_stable_rdfs_2_2(tmp_path):
-    """UtestComputeGraph.StableRDFSTopologicalSorting2_2, cgut:2078 (assert 2109): RDFS."""
-    check_sort(fusion_graph(tmp_path), opts("2"),
-               ["data", "variable", "fusion_2_3", "const", "constant", "node4", "node1", "node5"])
-
-
 def rewired_graph(tmp_path):
     """cgut:2147/2184: BuildDelayTopoGraphMultiInput with node4 feeding node1:1 instead of
     node5:2, and `constant` removed."""
@@ -413,16 +401,20 @@ def rewired_graph(tmp_path):
     return graph(tmp_path, nodes, edges, ["const", "variable", "node2", "node1", "data", "node3", "node4", "node5"])
 
 
-def test_stable_rdfs_2_3(tmp_path):
-    """UtestComputeGraph.StableRDFSTopologicalSorting2_3, cgut:2147 (assert 2171)."""
-    check_sort(rewired_graph(tmp_path), opts("3"),
-               ["const", "variable", "node2", "data", "node3", "node4", "node1", "node5"])
-
-
-def test_stable_rdfs_2_4(tmp_path):
-    """UtestComputeGraph.StableRDFSTopologicalSorting2_4, cgut:2184 (assert 2208): RDFS."""
-    check_sort(rewired_graph(tmp_path), opts("2"),
-               ["const", "data", "variable", "node2", "node3", "node4", "node1", "node5"])
+@pytest.mark.parametrize("build, mode, expected", [
+    pytest.param(fusion_graph, "3", ["const", "constant", "variable", "node1", "data", "fusion_2_3", "node4", "node5"],
+                 id="StableRDFSTopologicalSorting2_1-cgut2033"),
+    pytest.param(fusion_graph, "2", ["data", "variable", "fusion_2_3", "const", "constant", "node4", "node1", "node5"],
+                 id="StableRDFSTopologicalSorting2_2-cgut2078-RDFS"),
+    pytest.param(rewired_graph, "3", ["const", "variable", "node2", "data", "node3", "node4", "node1", "node5"],
+                 id="StableRDFSTopologicalSorting2_3-cgut2147"),
+    pytest.param(rewired_graph, "2", ["const", "data", "variable", "node2", "node3", "node4", "node1", "node5"],
+                 id="StableRDFSTopologicalSorting2_4-cgut2184-RDFS"),
+])
+def test_stable_rdfs_2_x(tmp_path, build, mode, expected):
+    """UtestComputeGraph.StableRDFSTopologicalSorting2_1 .. 2_4 (asserts cgut:2040-2070, 2109,
+    2171, 2208): the fused and the rewired graphs under stable RDFS and RDFS."""
+    check_sort(build(tmp_path), opts(mode), expected)
 
 
 # ---- graph_utils_unittest.cc ------------------------------------------------------

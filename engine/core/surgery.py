@@ -271,9 +271,18 @@ def remove_node(node: Node) -> None:
 
 # ---- ordering (the sorts themselves: engine/core/toposort.py) ------------------
 def successors(n: Node) -> list[Node]:
-    """Data and control successors of n, with repeats (one per edge)."""
+    """GetOutAllNodes: data consumers (output, then peer order), then control successors,
+    with repeats (one per edge)."""
     out = [p.node for o in n.outs for p in o.peers]
     out.extend(n.out_ctrl)
+    return out
+
+
+def predecessors(n: Node) -> list[Node]:
+    """GetInAllNodes: the producers of the connected inputs (input order), then control
+    predecessors, with repeats."""
+    out = [a.peer.node for a in n.ins if a.peer is not None]
+    out.extend(n.in_ctrl)
     return out
 
 

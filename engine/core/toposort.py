@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from itertools import chain
 from dataclasses import dataclass
 from typing import Callable
 
 from engine.core.graph import Graph, Model, Node
+from engine.core.surgery import predecessors, successors
 
 MODES = ("bfs", "dfs", "rdfs", "stable_rdfs")       # TopoSortingMode 0..3
 
@@ -74,7 +74,7 @@ DEFAULT = SortPolicy()
 
 
 def policy_of(model: Model | None) -> SortPolicy:
-    pol = getattr(model, "sort_policy", None) if model is not None else None
+    pol = model.sort_policy if model is not None else None
     return pol if pol is not None else DEFAULT
 
 
@@ -84,11 +84,11 @@ def sort_graph(graph: Graph, policy: SortPolicy | None = None, renumber: bool = 
     `renumber` is false: the caller numbers them). False when some node is never reached (a
     cycle): the order is left as it was, as GE leaves it."""
     pol = policy if policy is not None else policy_of(graph.model)
-    nodes = graph.node_list()
     if pol.repeatable and graph.sorted_by is pol:
         if renumber:
-            number(nodes)
+            number(graph.node_list())
         return True
+    nodes = graph.node_list()
     if pol.mode in ("dfs", "bfs"):
         out = _forward(nodes, pol)
     elif pol.mode == "rdfs":
@@ -201,7 +201,7 @@ def _freed(n: Node, counts: dict[Node, int]) -> list[Node]:
     output's consumers in peer order, then the control successors (GetOutNodesFromAnchor)."""
     out = []
     get = counts.get
-    for s in chain([p.node for o in n.outs for p in o.peers], n.out_ctrl):
+    for s in successors(n):
         c = get(s)
         if c is not None:
             counts[s] = c - 1
@@ -264,7 +264,7 @@ def _reverse(nodes: list[Node], pol: SortPolicy) -> list[Node]:
     size = _sizes(pol)
 
     def inputs(cur: Node, status: dict) -> list[Node]:
-        ins = _distinct(_in_nodes(cur))
+        ins = _distinct(predecessors(cur))
         ins.sort(key=lambda n: (size(n), n.name), reverse=True)
         return ins
     sinks = [n for n in nodes if not n.out_ctrl and not any(o.peers for o in n.outs)]
@@ -278,7 +278,7 @@ def _stable_reverse(nodes: list[Node], pol: SortPolicy) -> list[Node]:
     pos = {n: i for i, n in enumerate(nodes)}
 
     def inputs(cur: Node, status: dict) -> list[Node]:
-        ins = [n for n in _distinct(_in_nodes(cur)) if status.get(n, 0) == 0]
+        ins = [n for n in _distinct(predecessors(cur)) if status.get(n, 0) == 0]
         ins.sort(key=pos.__getitem__, reverse=True)
         return ins
     return _producers_first(nodes, nodes, inputs)
@@ -306,13 +306,6 @@ def _producers_first(nodes: list[Node], starts: list[Node], inputs) -> list[Node
             if st == 1:
                 status[cur] = 2
                 out.append(cur)
-    return out
-
-
-def _in_nodes(n: Node) -> list[Node]:
-    """Node::GetInAllNodes: the producers of its connected inputs, then its control inputs."""
-    out = [a.peer.node for a in n.ins if a.peer is not None]
-    out.extend(n.in_ctrl)
     return out
 
 
@@ -360,7 +353,7 @@ def _first_consumer(group: list[Node], pol: SortPolicy) -> tuple[int, int] | Non
     least = 0
     count = 0
     found = False
-    for s in [p.node for o in last.outs for p in o.peers] + list(last.out_ctrl):
+    for s in successors(last):
         count += 1
         k = s.id
         if least == 0 or k < least:

@@ -7,6 +7,7 @@ the pack's `symbols.ref_from_input` rules.
 from __future__ import annotations
 
 from engine.core.graph import Graph, InAnchor, Node, OutAnchor, op_list
+from engine.core.surgery import predecessors, successors
 from engine.dsl.library import PrimSpec, register
 from engine.proto import ge_ir_pb2 as pb
 
@@ -90,7 +91,7 @@ def in_nodes(node) -> list[Node]:
     n = _node(node)
     if n is None:
         return []
-    return [a.peer.node for a in n.ins if a.peer is not None] + list(n.in_ctrl)
+    return predecessors(n)
 
 
 def out_nodes(node) -> list[Node]:
@@ -98,7 +99,7 @@ def out_nodes(node) -> list[Node]:
     n = _node(node)
     if n is None:
         return []
-    return [p.node for o in n.outs for p in o.peers] + list(n.out_ctrl)
+    return successors(n)
 
 
 def _registry_atomic(ctx, node) -> bool:

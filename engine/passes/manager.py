@@ -76,7 +76,7 @@ def install_policies(ctx: RunContext) -> None:
 
 
 def _sort_policy(ctx: RunContext, sort, node_comp, functions, loop_edge, loop_types) -> SortPolicy:
-    size = _output_size
+    size = _output_sizes()
     if sort is None:
         return SortPolicy(loop_back=loop_edge, loop_types=loop_types, output_size=size)
     comp = Compiler(ctx.pack.scope((), functions=functions), Collector())
@@ -94,16 +94,19 @@ def _sort_policy(ctx: RunContext, sort, node_comp, functions, loop_edge, loop_ty
     return SortPolicy(mode, memory, loop_back=loop_edge, loop_types=loop_types, output_size=size, **tests)
 
 
-def _output_size(node) -> int:
+def _output_sizes():
     """GetNodeOutputRealSize's sum: each output's CalcTensorMemSize, a failing one as 0 (a
     lean node's descriptors read once per distinct encoding: Note [descriptors by bytes])."""
     from engine.varmgr.getypes import calc_tensor_mem_size
     from engine.varmgr.nodes import desc_at
-    total = 0
-    for i in range(node.desc_count(outputs=True)):
-        td = desc_at(node, i, "")
-        total += calc_tensor_mem_size(td.dims, td.format, td.dtype) or 0
-    return total
+
+    def size(node) -> int:
+        total = 0
+        for i in range(node.desc_count(outputs=True)):
+            td = desc_at(node, i, "")
+            total += calc_tensor_mem_size(td.dims, td.format, td.dtype) or 0
+        return total
+    return size
 
 
 def check_graph(ctx: RunContext) -> None:

@@ -21,7 +21,7 @@ from engine.passes.context import Diagnostic
 from engine.dsl.compiler import Compiler
 from engine.dsl.ast import Call, Const, Expr, Paren, Var, walk as walk_expr
 from engine.core.errors import Cite, Collector, Loc, PassFailure, did_you_mean
-from engine.core.graph import Graph, InAnchor, Node, OutAnchor, walk
+from engine.core.graph import Graph, InAnchor, Node, OutAnchor
 from engine.pack.model import Pack, Rule
 from engine.pack.loader import load_rules, parse_rule_expr
 from engine.dsl.library import PrimSpec, bound_functions, register as register_functions
@@ -291,11 +291,6 @@ class GraphLint:
             self.orders[h] = order
             self.pos.update(zip(order, range(len(order))))
 
-    def all_nodes(self, g: Graph, out: list[Node]) -> list[Node]:
-        """GetAllNodes after sorting: each node followed by its subgraphs' nodes."""
-        out.extend(x for x in walk(g, self.orders.__getitem__) if isinstance(x, Node))
-        return out
-
     # ---- MarkAllNodesInputRwType ------------------------------------------------------
     def mark(self, root: Graph) -> None:
         """MarkAllNodesInputRwType.
@@ -312,7 +307,7 @@ class GraphLint:
         and so is everything when a why-not probe or an analysis budget is on, or `eager`."""
         self.lazy = self.total and not self.eager and self.ctx.probe is None \
             and budget_for(self.ctx, self.spec.id) is None
-        for node in reversed(self.all_nodes(root, [])):
+        for node in reversed(self.ctx.model.all_nodes(root)):     # GetAllNodes, sorted in place
             if node.subgraphs and _has_subgraphs(node):
                 continue          # typed by its subgraph nodes, visited just before
             if self.lazy and node.graph.parent_node is None:

@@ -358,3 +358,16 @@ graphs:
       - c -> a2a
       - a2a:0 -> out:0
 """
+
+
+def repeated_ctrl(data: bytes) -> int:
+    """The `src:-1` entries of a saved binary model that repeat an earlier one of their op
+    (Note [repeated control edges] in engine/core/surgery.py)."""
+    md = pb.ModelDef()
+    md.ParseFromString(data)
+    k = 0
+    for g in md.graph:
+        for op in g.op:
+            ctrl = [e for e in op.input if e.endswith(":-1")]
+            k += len(ctrl) - len(set(ctrl))
+    return k

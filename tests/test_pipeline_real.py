@@ -2,12 +2,14 @@
 the counts observed there, and the pipeline is a fixed point of itself.
 
 Note [pipeline fixpoint]: a second run over the pipeline's own output inserts
-nothing and writes the same bytes — on the shipped example, the GE dumps,
+nothing and writes the bytes it read — on the shipped example, the GE dumps,
 synthetic training steps and the fixtures in FIXPOINT — when the output is read
 back as GE dumps it, with each output's consumers in their order (the attribute
 _src_out_peer_index_for_ge_txt_load). GE's sort reads that order: read without it,
 the consumers come back in file order and the second sort may order the graph
-otherwise, as GE's would (tests/test_scale.py). It is not a fixed point
+otherwise, as GE's would (tests/test_scale.py). Read back, the output is the bytes it
+was, but for a repeated control edge, which GE's reload drops (AtomicAddrClean makes
+them: Note [repeated control edges] in engine/core/surgery.py). It is not a fixed point
 wherever a later pass changes what an earlier one tests, as in GE: a collective
 fed by a RefData is no HCCL atomic node when AtomicAddrClean runs, but after
 MemcpyAddrAsync has put a copy in front of it, it is one
@@ -26,7 +28,7 @@ from engine.core.dumpio import build_model, load_model, serialize_model
 from engine.proto import ge_ir_pb2 as pb
 from engine.passes.manager import check_graph, resolve_passes, run_passes
 from engine.core.yamlgraph import load_yaml_graph
-from harness import CASES, ge_dumps, needs_ge_dumps, shared_pack
+from harness import CASES, ge_dumps, needs_ge_dumps, repeated_ctrl, shared_pack
 
 ROOT = Path(__file__).resolve().parent.parent
 DUMPS = ge_dumps()
@@ -60,9 +62,16 @@ def assert_fixpoint(model, options=None):
     model.emit_peer_index = True        # Note [pipeline fixpoint]
     first = serialize_model(model)
     model2 = again(model)
+    reread = serialize_model(model2)
     ctx2 = run(model2, options)
     assert [i.name for i in ctx2.insertions if i.pass_id in MINE] == []
-    assert serialize_model(model2) == first
+    assert serialize_model(model2) == reread
+    if not repeated_ctrl(first):
+        assert reread == first
+    else:
+        # GE's reload drops a repeated control edge (Note [repeated control edges] in
+        # engine/core/surgery.py): the output read back is the output without them
+        assert repeated_ctrl(reread) == 0 and len(reread) < len(first)
 
 
 NOTHING = [("hccl_memcpy", 0, 0), ("hccl_memcpy", 0, 0), ("hccl_continuous_memcpy", 0, 0),

@@ -229,3 +229,147 @@ def test_a_yaml_graphs_edge_list_orders_control_successors_too(tmp_path):
         v = model.root.find("v")
         orders.append([n.name for n in v.out_ctrl])
     assert orders == [["b", "a", "c"], ["b", "a", "c"]]
+
+
+# ---- repeated control edges (Note [repeated control edges]) ---------------------------
+R = """
+graphs:
+  root:
+    nodes: {s: Relu, x: Relu, a: Relu, b: Relu, n: Relu}
+    edges: [s -> n]
+"""
+
+
+def _names(nodes):
+    return [n.name for n in nodes]
+
+
+def test_link_ctrl_asks_first_unless_told_to_repeat(tmp_path):
+    m = model_of(tmp_path, R)
+    s, x = m.root.find("s"), m.root.find("x")
+    surgery.link_ctrl(s, x)
+    surgery.link_ctrl(s, x)
+    assert _names(s.out_ctrl) == ["x"] and _names(x.in_ctrl) == ["s"]
+    surgery.link_ctrl(s, x, repeat=True)
+    assert _names(s.out_ctrl) == ["x", "x"] and _names(x.in_ctrl) == ["s", "s"]
+    assert s.out_ctrl_count == {x: 2}
+
+
+def test_unlink_ctrl_takes_the_first_of_a_repeated_edge(tmp_path):
+    """Anchor::Unlink erases the first matching peer of each list: [x, a, x] less one x is
+    [a, x], which a later sort and the saved peer index read."""
+    m = model_of(tmp_path, R)
+    s, x, a = (m.root.find(k) for k in "sxa")
+    for t in (x, a, x):
+        surgery.link_ctrl(s, t, repeat=True)
+    surgery.unlink_ctrl(s, x)
+    assert _names(s.out_ctrl) == ["a", "x"] and s.out_ctrl_count == {a: 1, x: 1}
+    assert _names(x.in_ctrl) == ["s"]
+    surgery.unlink_ctrl(s, x)
+    assert _names(s.out_ctrl) == ["a"] and x not in s.out_ctrl_count and list(x.in_ctrl) == []
+
+
+def test_insert_before_moves_each_edge_and_after_too(tmp_path):
+    """InsertNodeBefore / InsertNodeAfter move every control edge, a repeated one each time."""
+    m = model_of(tmp_path, R)
+    s, x, n = (m.root.find(k) for k in "sxn")
+    surgery.link_ctrl(x, n, repeat=True)
+    surgery.link_ctrl(x, n, repeat=True)
+    new = surgery.insert_before(n.ins[0], op("before"))
+    assert _names(new.in_ctrl) == ["x", "x"] and list(n.in_ctrl) == [] and x.out_ctrl_count == {new: 2}
+    a, b = m.root.find("a"), m.root.find("b")
+    for t in (a, b, a):
+        surgery.link_ctrl(s, t, repeat=True)
+    after = surgery.insert_after(s.outs[0], [new.ins[0]], op("after"))
+    assert _names(after.out_ctrl) == ["a", "b", "a"] and list(s.out_ctrl) == []
+    assert _names(a.in_ctrl) == ["after", "after"]
+
+
+def _saved(model) -> pb.ModelDef:
+    from engine.core.dumpio import serialize_model
+    md = pb.ModelDef()
+    md.ParseFromString(serialize_model(model))
+    return md
+
+
+def test_a_repeated_edge_saves_twice_with_the_first_ones_peer_index(tmp_path):
+    """SerializeEdge writes `s:-1` per edge, and GenCtrlInputInfo gives both the first
+    place of the destination among the source's control successors."""
+    from engine.core.dumpio import PEER_INDEX_ATTR
+    m = model_of(tmp_path, R)
+    s, x, a = (m.root.find(k) for k in "sxa")
+    for t in (a, x, a):
+        surgery.link_ctrl(s, t, repeat=True)
+    m.emit_peer_index = True
+    ops = {o.name: o for o in _saved(m).graph[0].op}
+    assert list(ops["a"].input) == ["s:-1", "s:-1"]
+    assert list(ops["a"].attr[PEER_INDEX_ATTR].list.i) == [0, 0]
+    assert list(ops["x"].attr[PEER_INDEX_ATTR].list.i) == [1]
+    for _ in range(8):          # a long list: the save's position map (Note [position maps])
+        surgery.link_ctrl(s, a, repeat=True)
+    ops = {o.name: o for o in _saved(m).graph[0].op}
+    assert list(ops["a"].attr[PEER_INDEX_ATTR].list.i) == [0] * 10
+
+
+def test_reload_drops_a_repeat_with_the_peer_index_and_keeps_one_without(tmp_path):
+    """HandleNodeNameRef files a source's edges in a set ordered by key: with the peer index
+    both edges have one key and the second is dropped; without it each has its running
+    number and both are linked."""
+    m = model_of(tmp_path, R)
+    s, a = m.root.find("s"), m.root.find("a")
+    surgery.link_ctrl(s, a, repeat=True)
+    surgery.link_ctrl(s, a, repeat=True)
+    plain = _saved(m)
+    again = build_model(plain)
+    assert _names(again.root.find("s").out_ctrl) == ["a", "a"]
+    assert _names(again.root.find("a").in_ctrl) == ["s", "s"]
+    m.emit_peer_index = True
+    indexed = build_model(_saved(m))
+    assert _names(indexed.root.find("s").out_ctrl) == ["a"]
+    assert _names(indexed.root.find("a").in_ctrl) == ["s"]
+
+
+def test_the_sort_counts_a_repeated_edge_each_time(tmp_path):
+    """GetInEdgeSize counts each in-control edge and the walk frees a node at its last one:
+    a repeated edge neither blocks nor frees a node early."""
+    m = model_of(tmp_path, R)
+    s, x, a = (m.root.find(k) for k in "sxa")
+    surgery.link_ctrl(s, x, repeat=True)
+    surgery.link_ctrl(s, x, repeat=True)
+    surgery.link_ctrl(x, a)
+    assert sort_graph(m.root)
+    order = _names(m.root.node_list())
+    assert order.index("s") < order.index("x") < order.index("a")
+
+
+def test_precedence_links_is_the_packs_choice(tmp_path):
+    """Declarative: `atomic_clean.precedence_links: once` links each second node one time
+    (the default pack says each_edge, as GE's LinkTo does); an unknown value is a located error."""
+    from engine.core.errors import InputError
+    from engine.passes.catalog import load_pack
+    from engine.passes.context import RunContext
+    from engine.passes.manager import check_graph, resolve_passes, run_passes
+    from harness import shared_pack
+    from test_diff_util import edited_pack
+    text = """
+graphs:
+  root:
+    nodes:
+      d: {type: Data, inputs: 0, outputs: 1}
+      add: {type: Add, inputs: 2, outputs: 1}
+      at: {type: Relu, inputs: 1, outputs: 1, attrs: {atomic_input_index: [0]}}
+    edges: [d:0 -> add:0, d:0 -> add:1, add -> at]
+"""
+    got = []
+    for pack in (shared_pack(), load_pack(edited_pack(tmp_path, {"atomic.yaml": [
+            ("precedence_links: each_edge", "precedence_links: once")]}))):
+        m = model_of(tmp_path, text)
+        ctx = RunContext(pack, m, {})
+        check_graph(ctx)
+        run_passes(ctx, resolve_passes(pack, ["atomic_addr_clean"], {}))
+        got.append(_names(m.root.find("add").in_ctrl))
+    assert got == [["atomic_memset1", "atomic_memset1"], ["atomic_memset1"]]
+    with pytest.raises(InputError) as e:
+        load_pack(edited_pack(tmp_path / "bad", {"atomic.yaml": [
+            ("precedence_links: each_edge", "precedence_links: every_edge")]}))
+    assert "atomic.yaml:" in str(e.value) and "each_edge" in str(e.value)

@@ -657,11 +657,19 @@ def _build_edges(g: Graph, inputs: list, in_order: bool, model: Model, problems:
                 continue
             if idx == -1:
                 ctrl = True
-                if n not in src.out_ctrl_set:
-                    if not src.out_ctrl_set:
-                        src.out_ctrl_set = set()    # Note [shared empties] in engine/core/graph.py
+                # Note [repeated control edges] (engine/core/surgery.py): GE files a source's
+                # edges in a set by key (HandleNodeNameRef), so a repeated `src:-1` that
+                # carries the peer index (GE writes the first edge's index for both) is
+                # dropped, and one without it (keyed by its running number) is an edge again
+                count = src.out_ctrl_count
+                k = count.get(n, 0) if count else 0
+                if not k or peer_idx is None:
+                    if not count:
+                        count = src.out_ctrl_count = {}     # Note [shared empties] in engine/core/graph.py
                         src.out_ctrl = []
-                    src.out_ctrl_set.add(n)
+                    count[n] = k + 1
+                    if k:
+                        as_written = False
                     if n.in_ctrl:
                         n.in_ctrl.append(src)
                     else:
@@ -795,7 +803,9 @@ class _Positions:
     def of(self, owner, entries: list, entry) -> int:
         m = self.maps.get(owner)
         if m is None:
-            m = self.maps[owner] = {e: i for i, e in enumerate(entries)}
+            # the first place of each entry (GenCtrlInputInfo finds a repeated control
+            # edge's first: Note [repeated control edges] in engine/core/surgery.py)
+            m = self.maps[owner] = dict(zip(reversed(entries), range(len(entries) - 1, -1, -1)))
         return m[entry]
 
 

@@ -102,7 +102,7 @@ class OutAnchor:
 
 
 class Node:
-    __slots__ = ("name", "type", "_op", "graph", "ins", "outs", "in_ctrl", "out_ctrl", "out_ctrl_set",
+    __slots__ = ("name", "type", "_op", "graph", "ins", "outs", "in_ctrl", "out_ctrl", "out_ctrl_count",
                  "subgraphs", "prev", "next", "dirty", "_ports", "alive", "akeys", "lean", "lflags", "korder", "lpeer")
     is_node = True          # Note [is_node] in engine/core/attrs.py
 
@@ -126,12 +126,14 @@ class Node:
         else:
             self.outs = [OutAnchor(self, i) for i in range(k)] if k else []
         # Note [shared empties]: most nodes have no control edge and no subgraph; they share
-        # one empty tuple / frozenset (an empty list is 56 bytes, an empty set 216) until the
+        # one empty tuple / frozenset (an empty list is 56 bytes, an empty dict 64 and more once used) until the
         # first edit (engine.surgery.link_ctrl, the loader), which gives the node its own
-        # list / set; readers only iterate, index, count or test them
+        # list / dict; readers only iterate, index, count or test them
         self.in_ctrl: list[Node] | tuple = ()
         self.out_ctrl: list[Node] | tuple = ()
-        self.out_ctrl_set: set[Node] | frozenset = _NO_NODES     # membership of out_ctrl
+        # each control successor's number of edges (Note [repeated control edges] in
+        # engine/core/surgery.py): membership of out_ctrl, in O(1)
+        self.out_ctrl_count: dict[Node, int] | frozenset = _NO_NODES
         self.subgraphs: list[Graph | None] | tuple = ()       # by subgraph index; None = empty name
         self.prev: Node | None = None
         self.next: Node | None = None

@@ -19,7 +19,8 @@ from engine.proto import ge_ir_pb2 as pb
 # pass. The search starts at the position the list's last removal was found at and widens
 # in doubling windows both ways, so walking a list in order (what every pass does) costs
 # O(distance) per edge; the entry found, hence the result, is the one `list.index` finds
-# (entries are unique). Hints are kept for long lists only, keyed by id (a stale hint only
+# (entries are unique: a repeated control edge is not searched so, Note [repeated control
+# edges]). Hints are kept for long lists only, keyed by id (a stale hint only
 # costs a wider search).
 _SHORT = 32
 _hints: dict[int, int] = {}
@@ -97,15 +98,28 @@ def replace_peer(src: OutAnchor, old: InAnchor, new: InAnchor) -> None:
 
 
 # ---- control edges ----------------------------------------------------------
-def link_ctrl(a: Node, b: Node) -> None:
-    if b in a.out_ctrl_set:
+# Note [repeated control edges]: GE's OutControlAnchor::LinkTo appends to both anchors'
+# peer lists without asking whether the two are linked already, so a control edge can be
+# there twice (AtomicAddrCleanPass's LinkToPotentialPrecedenceNode links a node once per
+# time it is an output node of an input-less Data or Variable; GraphUtils::InsertNodeBefore
+# moves every in-control edge, a repeated one twice). GetOutControlNodes, GetInEdgeSize
+# and the saved `src:-1` entries count each edge. Most GE call sites ask IsLinkedWith
+# first, and so does `link_ctrl` unless told `repeat`. A node counts its edges to each
+# control successor (`out_ctrl_count`); Anchor::Unlink removes the first matching peer
+# from each list, which the hinted search finds only when the entry is there once, so a
+# repeated edge is looked up from the front.
+def link_ctrl(a: Node, b: Node, repeat: bool = False) -> None:
+    """a → b, unless linked already and not `repeat` (GE's IsLinkedWith, then AddEdge)."""
+    count = a.out_ctrl_count
+    k = count.get(b, 0) if count else 0
+    if k and not repeat:
         return
     if not a.out_ctrl:
         a.out_ctrl = []             # Note [shared empties] in engine/core/graph.py
     a.out_ctrl.append(b)
-    if not a.out_ctrl_set:
-        a.out_ctrl_set = set()
-    a.out_ctrl_set.add(b)
+    if not count:
+        count = a.out_ctrl_count = {}
+    count[b] = k + 1
     if not b.in_ctrl:
         b.in_ctrl = []
     b.in_ctrl.append(a)
@@ -114,11 +128,28 @@ def link_ctrl(a: Node, b: Node) -> None:
 
 
 def unlink_ctrl(a: Node, b: Node) -> None:
-    _remove(a.out_ctrl, b)
-    a.out_ctrl_set.discard(b)
-    _remove(b.in_ctrl, a)
+    """One edge a → b (the first of each list, as Anchor::Unlink takes it)."""
+    count = a.out_ctrl_count
+    k = count[b]
+    if k == 1:
+        del count[b]
+        _remove(a.out_ctrl, b)
+        _remove(b.in_ctrl, a)
+    else:
+        count[b] = k - 1
+        a.out_ctrl.remove(b)
+        b.in_ctrl.remove(a)
     b.dirty = True
     b.graph.sorted_by = None
+
+
+def copy_in_ctrl(src: Node, dst: Node) -> None:
+    """GraphUtils::CopyInCtrlEdges (AddCtrlEdges): src's control predecessors to dst, each
+    edge of src's list but from a node dst had as one before (a repeat is copied again)."""
+    had = set(dst.in_ctrl)
+    for p in list(src.in_ctrl):
+        if p not in had:
+            link_ctrl(p, dst, repeat=True)
 
 
 # ---- node creation --------------------------------------------------------
@@ -175,7 +206,7 @@ def insert_before(dst: InAnchor, op: pb.OpDef, *, in_idx: int = 0, out_idx: int 
         if keep_ctrl(pred):
             continue
         unlink_ctrl(pred, target)
-        link_ctrl(pred, node)
+        link_ctrl(pred, node, repeat=True)      # each edge moves (Note [repeated control edges])
     inherit_attrs(node, target, inherit)
     return node
 
@@ -206,7 +237,7 @@ def insert_after(src: OutAnchor, dsts: list[InAnchor], op: pb.OpDef, *,
         s = src.node
         for succ in list(s.out_ctrl):
             unlink_ctrl(s, succ)
-            link_ctrl(node, succ)
+            link_ctrl(node, succ, repeat=True)
     inherit_attrs(node, src.node, inherit)
     return node
 

@@ -75,6 +75,9 @@ ACTION_PRIMS: dict[str, PrimSpec] = register("actions", dict([
           "(OutAnchor, InAnchor) -> InAnchor"),
     _spec("link_ctrl", (2, 2), "link_ctrl(node, node or [nodes]): add control edges (existing ones are kept)",
           "(Node, Node | list[Node]) -> list[Node]"),
+    _spec("add_ctrl", (2, 2), "add_ctrl(node, node or [nodes]): a control edge per listed node, where there is one "
+          "already too (GE's LinkTo / AddEdge, which ask nothing: Note [repeated control edges])",
+          "(Node, Node | list[Node]) -> list[Node]"),
     _spec("set_attr", (3, 3), "set_attr(node, key, value): set an op attribute (reported as ATTR_SET)",
           "(Node, str, any) -> Node"),
     _spec("append_attr", (3, 3), "append_attr(node, key, [values]): extend a list attribute (created if absent)",
@@ -271,12 +274,15 @@ class Rewriter:
         surgery.link(src, dst)
         return dst
 
-    def link_ctrl(self, a: Node, bs) -> list:
+    def link_ctrl(self, a: Node, bs, repeat: bool = False) -> list:
         targets = bs if isinstance(bs, (list, tuple)) else [bs]
         for b in targets:
             if a is not None and b is not None and a is not b:
-                surgery.link_ctrl(a, b)
+                surgery.link_ctrl(a, b, repeat)
         return list(targets)
+
+    def add_ctrl(self, a: Node, bs) -> list:
+        return self.link_ctrl(a, bs, repeat=True)
 
     def set_attr(self, node: Node, key: str, value) -> Node:
         write_attr(node.op.attr[key], value)

@@ -183,3 +183,18 @@ def test_recording_the_refs_looks_each_up_once(default_pack, monkeypatch):
     ctx = _run_prepare(model, default_pack)
     assert len(ctx.insertions) == k
     assert finds[0] <= 3 * k
+
+
+def test_the_ref_is_ordered_before_each_edge_of_the_writer(pool):
+    """AddControlEdge adds ref → peer for every peer anchor of the writer's out anchors (the
+    control one too) with AddEdge, which asks nothing: a node the writer feeds twice and
+    controls gets three edges (Note [repeated control edges] in engine/core/surgery.py)."""
+    b = GraphBuilder()
+    b.op("variable", "Variable", outs=[desc((4,))], ports=VAR_PORTS)
+    b.op("const", "Const", outs=[desc((4,))])
+    b.op("assign", "Assign", inputs=["variable:0", "const:0"], outs=[desc((4,))], ports=ASSIGN_PORTS)
+    b.op("add", "Add", inputs=["assign:0", "assign:0", "assign:-1"], outs=[desc((4,))])
+    m = b.build()
+    run_variable_prepare(m.root, pool.policy)
+    add = m.root.find("add")
+    assert [n.name for n in add.in_ctrl] == ["assign"] + ["variable_TO_assign_REF_0"] * 3

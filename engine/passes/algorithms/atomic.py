@@ -87,6 +87,10 @@ class AtomicConfig:
     names: dict[str, str]
     subgraph_prefix: str
     loc: Loc
+    # LinkToPotentialPrecedenceNode: "each_edge" links a second node once per time it is an
+    # output node of a first node (GE's LinkTo asks nothing; Note [repeated control edges]
+    # in engine/core/surgery.py), "once" once in all
+    precedence_links: str = "once"
 
 
 # ---- loading --------------------------------------------------------------------------
@@ -111,6 +115,10 @@ def load(value: Any, pack: Pack, errors: Collector) -> AtomicConfig | None:
     names = {k: _template(nr, k, NAME_FIELDS, errors) for k in ("shared", "dispersed", "loop")}
     nr.done()
     prefix = _template(r, "subgraph_prefix", ("graph",), errors)
+    links = str(r.get("precedence_links", str, "once"))
+    if links not in PRECEDENCE_LINKS:
+        errors.error(r.value_loc("precedence_links"), f"atomic_clean.precedence_links: unknown value '{links}'",
+                     did_you_mean(links, PRECEDENCE_LINKS, "values"))
     r.done()
     for rid in ("atomic/shared", "atomic/dispersed", "atomic/loop"):
         register_rule_id(pack, rid, r.loc, errors)
@@ -120,7 +128,10 @@ def load(value: Any, pack: Pack, errors: Collector) -> AtomicConfig | None:
     if errors or memset is None or fallback is None:
         return None
     return AtomicConfig(preds, locs, memset=memset, fallback=fallback, names=names, subgraph_prefix=prefix,
-                        loc=r.loc, **keys)
+                        loc=r.loc, precedence_links=links, **keys)
+
+
+PRECEDENCE_LINKS = ("once", "each_edge")
 
 
 def _template(r: Reader, key: str, fields: tuple[str, ...], errors: Collector) -> str:
@@ -369,8 +380,11 @@ class AtomicPass:
         return out
 
     def link_precedence(self, clean: Node, dispersed: list[Node]) -> list[Node]:
-        """LinkToPotentialPrecedenceNode: before the successors of input-less graph inputs."""
+        """LinkToPotentialPrecedenceNode: before the successors of input-less graph inputs
+        (each edge to them, under `precedence_links: each_edge`; the nodes the clean node
+        controls before the walk are left out either way)."""
         skip = set(dispersed) | set(self.gentask) | set(clean.out_ctrl)
+        repeat = self.cfg.precedence_links == "each_edge"
         out = []
         g, first = self.graph, self.p["first_node"]
         for node in g.node_list():
@@ -380,14 +394,17 @@ class AtomicPass:
             for s in succs:
                 if s in skip or self.pred("not_second", s) or s is clean:
                     continue
-                if self.link_ctrl(clean, s):
+                if repeat:
+                    surgery.link_ctrl(clean, s, repeat=True)
+                    out.append(s)
+                elif self.link_ctrl(clean, s):
                     out.append(s)
         return out
 
     def link_ctrl(self, clean: Node, node: Node) -> bool:
         """A control edge clean → node unless there is one (surgery keeps a membership
         set per node, so a clean node's large fan-out links in linear time)."""
-        if node in clean.out_ctrl_set:
+        if node in clean.out_ctrl_count:
             return False
         surgery.link_ctrl(clean, node)
         return True

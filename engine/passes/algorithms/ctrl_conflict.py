@@ -233,7 +233,9 @@ class CtrlNodeConflict:
                 if pred is node or lp.hooks.keep_in_ctrl(pred):
                     continue
                 surgery.unlink_ctrl(pred, a.node)
-                surgery.link_ctrl(pred, node)
+                # InsertNodeBefore moves each edge: a node controlling two owners controls the
+                # one copy twice (Note [repeated control edges] in engine/core/surgery.py)
+                surgery.link_ctrl(pred, node, repeat=True)
                 moved.append(pred.name)
         lp._fixup_netoutput(node, anchors)
         why = dict(why)

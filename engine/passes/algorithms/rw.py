@@ -629,8 +629,7 @@ class RWPass:
                                    named_after=pre)
             elif pre is not None:
                 surgery.unlink(ident.outs[0], c)
-                for p in ident.in_ctrl:
-                    surgery.link_ctrl(p, c.node)
+                surgery.copy_in_ctrl(ident, c.node)         # CopyInCtrlEdges, then CopyOutCtrlEdges
                 for s in ident.out_ctrl:
                     surgery.link_ctrl(pre.node, s)
                 surgery.link(pre, c)

@@ -78,9 +78,13 @@ def _replace(node: Node, mgr: VarManager, inited: dict[Node, frozenset[Node]]) -
         graph.unlink_from_list(const)
         graph.prepend(const)                # linked in again, so live again
     const.op.id = op.id
+    # ProcessInAnchor: AddEdge(var, const), then MoveInCtrlEdges and MoveOutCtrlEdges (GE's
+    # AddCtrlEdges: predecessors const had already are skipped, a repeated one copied again;
+    # a successor once; Note [repeated control edges])
     link_ctrl(var, const)
     for p in preds:
-        link_ctrl(p, const)
+        if p is not var:
+            link_ctrl(p, const, repeat=True)
     for s in succs:
         link_ctrl(const, s)
     for dst in consumers:

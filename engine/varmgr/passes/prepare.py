@@ -199,17 +199,19 @@ def _order_before_successors(ref: Node, w: Node, policy: VarPolicy, changes: lis
     """GE AddControlEdge(writer, ref), for both ways a ref is made (AddVariableRef and
     InsertVariableRef): the ref is ordered before each of the writer's data consumers, through
     an Identity put before a Merge-typed one (original type read: a FrameworkOp without one
-    fails), and before each of its control successors."""
+    fails), and before each of its control successors: an edge per edge of the writer's
+    (GE's AddEdge asks nothing: a node the writer feeds twice, or feeds and controls, gets
+    two; Note [repeated control edges] in engine/core/surgery.py)."""
     data_peers = [p for anchor in w.outs for p in anchor.peers]
     ctrl_peers = list(w.out_ctrl)
     for peer in data_peers:
         if _original_type(peer.node, policy) in policy.op_types.merge:
             ident = _identity_before(peer, w, policy, changes)
-            link_ctrl(ref, ident)
+            link_ctrl(ref, ident, repeat=True)
         else:
-            link_ctrl(ref, peer.node)
+            link_ctrl(ref, peer.node, repeat=True)
     for succ in ctrl_peers:
-        link_ctrl(ref, succ)
+        link_ctrl(ref, succ, repeat=True)
 
 
 def _original_type(node: Node, policy: VarPolicy) -> str:

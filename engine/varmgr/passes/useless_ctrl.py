@@ -36,7 +36,7 @@ def run_variable_ref_useless_control_out_delete(graph: Graph, policy: VarPolicy,
                      "no: not a VariableRef" if src is None else "no: no data input (GE warns)")
             continue
         writer = producers[0]
-        ordered = {p.node for o in writer.outs for p in o.peers} | writer.out_ctrl_set
+        ordered = {p.node for o in writer.outs for p in o.peers}.union(writer.out_ctrl_count)
         dropped = [s for s in node.out_ctrl if s in ordered]
         if not dropped and kept is not None:
             keep(kept, node, RULE, f"a control successor of {node.name} its writer {writer.name} already precedes",

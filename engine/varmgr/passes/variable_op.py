@@ -12,7 +12,7 @@ from dataclasses import replace
 from engine.core.attrs import attr_keys, node_typed
 from engine.core.errors import PassFailure
 from engine.core.graph import Graph, Node
-from engine.core.surgery import isolate, link, link_ctrl, remove_node, unlink
+from engine.core.surgery import copy_in_ctrl, isolate, link, remove_node, unlink
 from engine.varmgr import getypes as t
 from engine.varmgr.desc import TensorDesc, desc_from_proto, desc_to_proto
 from engine.varmgr.manager import VarManager
@@ -230,8 +230,7 @@ def _deal_fusion(same_vars: list[Node], refs: list[Node], policy: VarPolicy) -> 
                 continue
             trans = peer.node
             if len(out_data_nodes(trans)) > 1:
-                for p in trans.in_ctrl:
-                    link_ctrl(p, ref)
+                copy_in_ctrl(trans, ref)        # GraphUtils::CopyInCtrlEdges
                 unlink(peer, anchor)
                 if trans.ins and trans.ins[0].peer is not None:
                     link(trans.ins[0].peer, anchor)

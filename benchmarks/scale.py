@@ -12,7 +12,10 @@ twice is listed twice, `#2`), save (serialize + write), in CPU seconds of the pr
 machine is shared: wall time counts the neighbours' work too), their total and the wall
 time of the whole run (protoc children aside: binary files need none); then the peak RSS of the
 process (`ru_maxrss`) and the growth exponent k of each stage between consecutive sizes
-(time ∝ N^k: 1.0 is linear). A stage under 0.05 s at both sizes has no exponent (`-`).
+(time ∝ N^k: 1.0 is linear), of its CPU time and of its user CPU time alone (the kernel's
+part aside). A stage under 0.05 s at both sizes has no exponent (`-`). `walk floor` is the
+plainest walk over the graph, no stage: what memory alone costs as N grows (Note [walk floor]).
+The output is written to /dev/shm when there is one (`_out_dir`).
 `of which system CPU` is the kernel's part of the stages' total and `minor page faults`
 the pages the kernel handed the process for it (Note [system time]).
 `bare parse` is protobuf's own `ParseFromString` of the file (upb's C parser, the floor of any
@@ -52,7 +55,18 @@ def measure(path: Path, options: dict[str, str]) -> dict:
 
     pack = load_pack()
     stages: list[tuple[str, float]] = []
-    clock = time.process_time     # CPU seconds: the machine is shared, wall time is noisy
+    user: list[float] = []        # each stage's user CPU alone (Note [system time])
+
+    def clock() -> float:
+        """CPU seconds (the machine is shared, wall time is noisy); the user part is kept aside."""
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        clock.user = ru.ru_utime
+        return ru.ru_utime + ru.ru_stime
+    clock.user = 0.0
+
+    def stage(name: str, t0: float, u0: float) -> None:
+        stages.append((name, clock() - t0))
+        user.append(clock.user - u0)
     # the floor: protobuf's own parse of the file's bytes (upb, C), in a child process: a
     # whole parsed ModelDef takes ~6 bytes per byte of the file, more than the lean pipeline's
     # peak, and ru_maxrss would keep it as this process's
@@ -61,40 +75,45 @@ def measure(path: Path, options: dict[str, str]) -> dict:
     rss0 = _rss()
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = clock()
+    u0 = clock.user
     with no_gc():           # as the CLI loads: the model frozen before the collector is back on
         model = load_model(path)
         gc.freeze()
-    stages.append(("load", clock() - t0))
+    stage("load", t0, u0)
     load_rss = _rss() - rss0
     nodes = model.node_count()
+    floor = walk_floor(model)
     ctx = RunContext(pack, model, dict(options))
     t0 = clock()
+    u0 = clock.user
     check_graph(ctx)
-    stages.append(("check", clock() - t0))
+    stage("check", t0, u0)
     seen: dict[str, int] = {}
-    began = 0.0
+    began = began_user = 0.0
 
     def before(_k, _spec) -> None:
-        nonlocal began
+        nonlocal began, began_user
         began = clock()
+        began_user = clock.user
 
     def after(_k, spec) -> None:
         seen[spec.id] = seen.get(spec.id, 0) + 1
-        stages.append((spec.id + (f"#{seen[spec.id]}" if seen[spec.id] > 1 else ""), clock() - began))
+        stage(spec.id + (f"#{seen[spec.id]}" if seen[spec.id] > 1 else ""), began, began_user)
 
     with no_gc():           # as the CLI runs its list: in one call, the collector off over all of it
         run_passes(ctx, resolve_passes(pack, None, options), before=before, after=after)
         gc.freeze()         # as the CLI does after the passes
-    out = Path(tempfile.mkdtemp(prefix="memconflict-scale-")) / "out.pb"
+    out = Path(tempfile.mkdtemp(prefix="memconflict-scale-", dir=_out_dir())) / "out.pb"
     t0 = clock()
+    u0 = clock.user
     save_model(model, out)
-    stages.append(("save", clock() - t0))
+    stage("save", t0, u0)
     wall = time.perf_counter() - wall0
     ru = resource.getrusage(resource.RUSAGE_SELF)
     out.unlink()
     out.parent.rmdir()
     result = {"nodes": nodes, "after": model.node_count(), "inserted": len(ctx.insertions),
-              "stages": stages, "parse": parse, "wall": wall, "load_rss": load_rss,
+              "stages": stages, "user": user, "floor": floor, "parse": parse, "wall": wall, "load_rss": load_rss,
               "system": ru.ru_stime - ru0.ru_stime, "faults": ru.ru_minflt - ru0.ru_minflt,
               "peak_rss": ru.ru_maxrss * 1024}
     # as a batch run does after each graph: the frozen graph is let go before the next size
@@ -103,6 +122,35 @@ def measure(path: Path, options: dict[str, str]) -> dict:
     gc.unfreeze()
     gc.collect()
     return result
+
+
+def walk_floor(model) -> float:
+    """Note [walk floor]: the CPU seconds of the plainest walk a pass can make, every node and
+    each input's producer (no work per node), the best of three. Python reaches each object
+    through a pointer, and once the graph outgrows the processor's caches each step waits for
+    memory: this walk's own growth exponent is the floor under every stage's (on this machine
+    it costs ~7 % more per node at 1M than at 100k: k 1.03, where a walk over the node list
+    alone has 1.2)."""
+    nodes = model.all_nodes()
+    best = math.inf
+    for _ in range(3):
+        t0 = time.process_time()
+        k = 0
+        for n in nodes:
+            for a in n.ins:
+                p = a.peer
+                if p is not None and p.node is not n:
+                    k += 1
+        best = min(best, time.process_time() - t0)
+    return best
+
+
+def _out_dir() -> str | None:
+    """Where the save writes: a memory file system when there is one (/dev/shm), so the save is
+    the serialization, not the disk (a 1 GB write to a VM's disk cost 1.5 s of system time at
+    1M nodes, where user time grew exactly as N); else the default temporary folder."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
 def _rss() -> int:
@@ -148,18 +196,24 @@ def _exponent(n1: int, t1: float, n2: int, t2: float) -> str:
 def table(results: list[dict]) -> str:
     sizes = [r["n"] for r in results]
     names = [name for name, _ in results[0]["stages"]]
-    head = ["stage"] + [f"N={_short(n)}" for n in sizes] + [f"k {_short(a)}→{_short(b)}" for a, b in zip(sizes, sizes[1:])]
+    pairs = list(zip(sizes, sizes[1:]))
+    head = (["stage"] + [f"N={_short(n)}" for n in sizes] + [f"k {_short(a)}→{_short(b)}" for a, b in pairs]
+            + [f"k user {_short(a)}→{_short(b)}" for a, b in pairs])
+    blank = [""] * len(pairs)
+
+    def ks(ts: list[float]) -> list[str]:
+        return [_exponent(a, ta, b, tb) for a, b, ta, tb in zip(sizes, sizes[1:], ts, ts[1:])]
     rows = []
     for i, name in enumerate(names):
         ts = [r["stages"][i][1] for r in results]
-        rows.append([name] + [f"{t:.2f}" for t in ts] +
-                    [_exponent(a, ta, b, tb) for a, b, ta, tb in zip(sizes, sizes[1:], ts, ts[1:])])
+        rows.append([name] + [f"{t:.2f}" for t in ts] + ks(ts) + ks([r["user"][i] for r in results]))
     totals = [sum(t for _, t in r["stages"]) for r in results]
-    rows.append(["total"] + [f"{t:.2f}" for t in totals] +
-                [_exponent(a, ta, b, tb) for a, b, ta, tb in zip(sizes, sizes[1:], totals, totals[1:])])
+    rows.append(["total"] + [f"{t:.2f}" for t in totals] + ks(totals) + ks([sum(r["user"]) for r in results]))
     walls = [r["wall"] for r in results]
-    rows.append(["total (wall)"] + [f"{t:.2f}" for t in walls] +
-                [_exponent(a, ta, b, tb) for a, b, ta, tb in zip(sizes, sizes[1:], walls, walls[1:])])
+    rows.append(["total (wall)"] + [f"{t:.2f}" for t in walls] + ks(walls) + blank)
+    # Note [walk floor]: not a stage (not in the total); its exponent is what memory alone costs
+    floors = [r["floor"] for r in results]
+    rows.append(["walk floor (not a stage)"] + [f"{t:.2f}" for t in floors] + ks(floors) + ks(floors))
     # Note [system time]: the stages' CPU seconds are user plus system time; the system part
     # is mostly the kernel handing the process fresh pages (and writing the output), which
     # on a VM costs more the first time the guest touches memory the host has not backed
@@ -191,6 +245,7 @@ def table(results: list[dict]) -> str:
     peaks = [r["cli"]["peak_rss"] for r in results]
     rows.append(["memconflict run peak RSS (MiB)"] + [f"{m / 2**20:.0f}" for m in peaks] +
                 [_exponent(a, ma, b, mb) for a, b, ma, mb in zip(sizes, sizes[1:], peaks, peaks[1:])])
+    rows = [row + [""] * (len(head) - len(row)) for row in rows]
     widths = [max(len(str(row[c])) for row in [head] + rows) for c in range(len(head))]
     lines = ["  ".join(str(x).ljust(w) if c == 0 else str(x).rjust(w) for c, (x, w) in enumerate(zip(row, widths)))
              for row in [head] + rows]

@@ -125,15 +125,31 @@ def _in_counts(nodes: list[Node], pol: SortPolicy) -> dict[Node, int]:
     back-edge node, plus control inputs."""
     back, types = pol.loop_back, pol.loop_types
     counts: dict[Node, int] = {}
+    if back is not None and types is None:      # any node may be a back-edge source: ask per edge
+        for n in nodes:
+            k = len(n.in_ctrl)
+            for a in n.ins:
+                p = a.peer
+                if p is not None and not back(p.node):
+                    k += 1
+            counts[n] = k
+        return counts
     for n in nodes:
         k = len(n.in_ctrl)
         for a in n.ins:
-            p = a.peer
-            if p is not None:
-                src = p.node
-                if back is None or (types is not None and src.type not in types) or not back(src):
-                    k += 1
+            if a.peer is not None:
+                k += 1
         counts[n] = k
+    if back is not None:
+        # the back-edge sources (a type the test can hold for, then the test), per node rather
+        # than per edge: their data edges are taken off their consumers' counts
+        for n in nodes:
+            if n.type in types and back(n):
+                for o in n.outs:
+                    for p in o.peers:
+                        c = p.node
+                        if c in counts:
+                            counts[c] -= 1
     return counts
 
 

@@ -371,3 +371,13 @@ def repeated_ctrl(data: bytes) -> int:
             ctrl = [e for e in op.input if e.endswith(":-1")]
             k += len(ctrl) - len(set(ctrl))
     return k
+
+
+def shipped_version() -> str:
+    """The shipped pack's version (rules/ge/pack.yaml): what the CLI prints for it, read here so
+    that a pack release edits no test."""
+    import yaml
+    return str(yaml.safe_load((Path(__file__).resolve().parent.parent / "rules" / "ge" / "pack.yaml").read_text())["version"])
+
+
+VERSION = shipped_version()

@@ -11,7 +11,7 @@ import pytest
 
 from engine.cli import main
 from engine.pack.opir import read_op_ir
-from harness import line_of
+from harness import VERSION, line_of
 
 ROOT = Path(__file__).resolve().parents[1]
 PACK = ROOT / "rules" / "ge"
@@ -176,7 +176,7 @@ def test_text_output_and_bad_input(tmp_path, capsys):
     pack = small_pack(tmp_path, OPS, AUDIT)
     assert main(["rules", "audit", str(pack), "--op-ir", str(tmp_path / "raw.py")]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].startswith("ge 1.4.0 against ") and "4 IR ops (2 with ref outputs)" in out
+    assert out.splitlines()[0].startswith(f"ge {VERSION} against ") and "4 IR ops (2 with ref outputs)" in out
     assert f"{pack / 'ops.yaml'}:{line_of(pack / 'ops.yaml', 'signature: ScatterAdd(')}:" in out
     (tmp_path / "empty.py").write_text("print('no ops here')\n")
     assert main(["rules", "audit", str(pack), "--op-ir", str(tmp_path / "empty.py")]) == 2

@@ -9,7 +9,7 @@ from pathlib import Path
 
 
 from engine.cli import main
-from harness import ge_dumps, needs_ge_dumps
+from harness import VERSION, ge_dumps, needs_ge_dumps
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ge_dumps()
@@ -108,7 +108,7 @@ def test_pass_failure_exit_1(tmp_path, capsys):
 
 def test_rules_check_and_show(capsys):
     code, out, _ = run(["rules", "check"], capsys)
-    assert code == 0 and "pack ge 1.4.0 is valid" in out
+    assert code == 0 and f"pack ge {VERSION} is valid" in out
     code, out, _ = run(["rules", "show"], capsys)
     assert code == 0 and "ReadOnlyConst  do_nothing  insert_identity  insert_identity" in out
 

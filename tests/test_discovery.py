@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from harness import A2A
+from harness import A2A, VERSION
 
 from engine.cli import main
 from engine.core.resources import ENV_RULES, default_pack_dir
@@ -142,7 +142,7 @@ def test_readme_edit_in_a_checkout_takes_effect(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().out.startswith(f"{checkout / 'rules' / 'ge'}: pack ge ")
     assert main(["run", str(g), "--passes", "mem_rw_conflict", "--report-json", str(rj)]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].endswith(f"with pack ge 1.4.0 ({checkout / 'rules' / 'ge'})")
+    assert out.splitlines()[0].endswith(f"with pack ge {VERSION} ({checkout / 'rules' / 'ge'})")
     report = json.loads(rj.read_text())
     assert report["pack"]["path"] == str(checkout / "rules" / "ge")
     (ins,) = report["insertions"]
@@ -157,7 +157,7 @@ def test_pack_path_in_json_and_html_is_relative_under_the_cwd(tmp_path, monkeypa
     g = ROOT / "tests" / "cases" / "rw" / "RW-01.yaml"
     assert main(["run", str(g), "--rules", "rules/mine", "--passes", "mem_rw_conflict", "--quiet",
                  "--report-json", str(rj), "--report-html", str(rh)]) == 0
-    assert json.loads(rj.read_text())["pack"] == {"name": "ge", "version": "1.4.0", "schema_version": 1,
+    assert json.loads(rj.read_text())["pack"] == {"name": "ge", "version": VERSION, "schema_version": 1,
                                                   "path": "rules/mine"}
     assert "in <code>rules/mine</code>" in rh.read_text()
 
@@ -191,7 +191,7 @@ def test_bad_config_files(tmp_path, monkeypatch, capsys):
 def test_rules_init_writes_a_checkable_overlay_that_takes_edits(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["rules", "init", "mine"]) == 0
-    assert capsys.readouterr().out.startswith("mine: new pack mine on ge 1.4.0")
+    assert capsys.readouterr().out.startswith(f"mine: new pack mine on ge {VERSION}")
     manifest = (tmp_path / "mine" / "pack.yaml").read_text()
     assert "\nbase: " in manifest and "include: [changes.yaml]" in manifest
     assert checked(capsys, "mine") == "mine"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from golden import check_golden, render_decisions, render_value
-from harness import CASES, ROOT, check_expectations, edit, run_fixture
+from harness import CASES, ROOT, VERSION, check_expectations, edit, run_fixture
 
 GRAPH = """doc: a read-only constant into a collective that writes its input
 graphs:
@@ -127,15 +127,15 @@ def test_shared_pack_loads_are_keyed_by_folder_bytes_and_working_directory(pack_
     if not getattr(catalog.load_pack, "shared", False):
         pytest.skip("MEMCONFLICT_TEST_PACK_CACHE=0")
     first = catalog.load_pack(pack_copy)
-    assert catalog.load_pack(pack_copy) is first and first.version == "1.4.0"
-    edit(pack_copy / "pack.yaml", 'version: "1.4.0"', 'version: "1.4.1"')
+    assert catalog.load_pack(pack_copy) is first and first.version == VERSION
+    edit(pack_copy / "pack.yaml", f'version: "{VERSION}"', 'version: "99.0.1"')
     second = catalog.load_pack(pack_copy)
-    assert second is not first and second.version == "1.4.1"
-    edit(pack_copy / "pack.yaml", 'version: "1.4.1"', "version: [")
+    assert second is not first and second.version == "99.0.1"
+    edit(pack_copy / "pack.yaml", 'version: "99.0.1"', "version: [")
     for _ in range(2):
         with pytest.raises(InputError):
             catalog.load_pack(pack_copy)
-    edit(pack_copy / "pack.yaml", "version: [", 'version: "1.4.1"')
+    edit(pack_copy / "pack.yaml", "version: [", 'version: "99.0.1"')
     assert catalog.load_pack(pack_copy) is second
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")

@@ -45,10 +45,24 @@ def test_insert_before_places_after_producer_and_moves_in_control(tmp_path):
     new = surgery.insert_before(b.ins[0], op("id"), keep_ctrl=lambda n: n.type == "AtomicAddrClean")
     assert [n.name for n in g.nodes()][:2] == ["a", "id"]
     assert new.id == 7
-    # new takes b's place in a's peer list (first consumer stays first)
-    assert [p.node.name for p in a.outs[0].peers] == ["id", "c"]
+    # Note [edges appended]: RemoveEdge then AddEdge, so new is a's last consumer
+    assert [p.node.name for p in a.outs[0].peers] == ["c", "id"]
     assert b.ins[0].peer.node is new
     assert new.in_ctrl == [x] and b.in_ctrl == [clean]
+
+
+def test_insert_after_appends_the_new_node_and_moves_the_listed_consumers(tmp_path):
+    """Note [insert-after order]: AddEdge(src, new) first, then each dst moved: a consumer left
+    on src stays before the new node; with no dst nothing moves, control edges neither."""
+    m = model_of(tmp_path, G)
+    g = m.root
+    a, y = g.find("a"), g.find("y")
+    new = surgery.insert_after(a.outs[0], [a.outs[0].peers[0]], op("id"))
+    assert [p.node.name for p in a.outs[0].peers] == ["c", "id"]
+    assert [p.node.name for p in new.outs[0].peers] == ["b"] and new.out_ctrl == [y]
+    lone = surgery.insert_after(new.outs[0], [], op("lone"))
+    assert [p.node.name for p in new.outs[0].peers] == ["b", "lone"]
+    assert new.out_ctrl == [y] and list(lone.out_ctrl) == []
 
 
 def test_insert_after_takes_all_consumers_and_moves_out_control(tmp_path):

@@ -167,6 +167,12 @@ def make_op(name: str, type_: str, inputs: list[pb.TensorDescriptor], outputs: l
     return op
 
 
+def add_node(graph: Graph, op: pb.OpDef) -> Node:
+    """GE ComputeGraph::AddNode: at the end of the list, id = the number of nodes before it."""
+    op.id = graph.count
+    return new_node(graph, op, None)
+
+
 def new_node(graph: Graph, op: pb.OpDef, after: Node | None) -> Node:
     """Add `op` to `graph`: right after `after` (sharing its id) or at the end."""
     node = Node(op, graph)
@@ -192,6 +198,10 @@ def insert_before(dst: InAnchor, op: pb.OpDef, *, in_idx: int = 0, out_idx: int 
 
     The new node sits right after the producer; the in-control edges of dst's node
     move to the new node, except those from nodes for which `keep_ctrl` holds.
+
+    Note [edges appended]: GE removes producer → dst and adds producer → new (RemoveEdge,
+    AddEdge), so the new node is the producer's last consumer, not in dst's place; the
+    order is what a later sort pushes and the saved peer index records.
     """
     src = dst.peer
     owner = dst.node.graph
@@ -199,7 +209,8 @@ def insert_before(dst: InAnchor, op: pb.OpDef, *, in_idx: int = 0, out_idx: int 
     node.ensure_inputs(in_idx + 1)
     node.ensure_outputs(out_idx + 1)
     if src is not None:
-        replace_peer(src, dst, node.ins[in_idx])
+        unlink(src, dst)
+        link(src, node.ins[in_idx])
     link(node.outs[out_idx], dst)
     target = dst.node
     for pred in list(target.in_ctrl):
@@ -215,25 +226,20 @@ def insert_after(src: OutAnchor, dsts: list[InAnchor], op: pb.OpDef, *,
                  move_ctrl: bool = True, inherit: Iterable[str] = ()) -> Node:
     """GE GraphUtils::InsertNodeAfter: src → new.in0, new.out0 → every dst.
 
-    Note [insert-after order]: the new in-anchor takes the first dst's place in
-    src's peer list (ReplacePeer); the other dsts are re-linked in order. The
-    out-control edges of src's node move to the new node when `move_ctrl`.
+    Note [insert-after order]: GE adds src → new first (the last of src's consumers), then
+    moves each dst in turn (RemoveEdge, AddEdge; Note [edges appended]). The out-control
+    edges of src's node move to the new node when `move_ctrl`, at the first dst (none
+    move when there is no dst).
     """
     owner = src.node.graph
     node = new_node(owner, op, src.node)
     node.ensure_inputs(1)
     node.ensure_outputs(1)
-    first = True
+    link(src, node.ins[0])
     for dst in dsts:
-        if first:
-            replace_peer(src, dst, node.ins[0])
-            first = False
-        else:
-            unlink(src, dst)
+        unlink(src, dst)
         link(node.outs[0], dst)
-    if first:
-        link(src, node.ins[0])
-    if move_ctrl:
+    if move_ctrl and dsts:
         s = src.node
         for succ in list(s.out_ctrl):
             unlink_ctrl(s, succ)

@@ -135,8 +135,7 @@ class Rewriter:
 
     def _append(self, graph: Graph, op: pb.OpDef) -> Node:
         """ComputeGraph::AddNode: at the end, id = the node count before."""
-        op.id = graph.count
-        return surgery.new_node(graph, op, None)
+        return surgery.add_node(graph, op)
 
     def _record(self, node: Node, spec: InsertSpec, producers: list, consumers: list, moved: list,
                 extra: dict | None = None, isolated: str = "") -> None:

@@ -220,14 +220,16 @@ class CtrlNodeConflict:
             src_node = s.node if s is not None else None
             copy_from_src(op, lp.cfg.insert, src_node)
             apply_neighbour_attrs(op, lp.cfg.insert, src_node, a.node)
-        after = srcs[-1].node if srcs[-1] is not None and srcs[-1].node.graph is g else None
-        node = surgery.new_node(g, op, after)
+        # graph->InsertNode(in_data_anchors.back()->GetOwnerNode(), ...): right after the last
+        # anchor's own node, with its id
+        node = surgery.new_node(g, op, anchors[-1].node)
         node.ensure_inputs(len(anchors))
         node.ensure_outputs(len(anchors))
         moved = []
         for k, (a, s) in enumerate(zip(anchors, srcs)):
-            if s is not None:
-                surgery.replace_peer(s, a, node.ins[k])
+            if s is not None:       # InsertNodeBefore per anchor (Note [edges appended] in engine/core/surgery.py)
+                surgery.unlink(s, a)
+                surgery.link(s, node.ins[k])
             surgery.link(node.outs[k], a)
             for pred in list(a.node.in_ctrl):
                 if pred is node or lp.hooks.keep_in_ctrl(pred):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from engine.core.attrs import node_typed, set_attr
 from engine.core.errors import PassFailure
 from engine.core.graph import Graph, Node
-from engine.core.surgery import insert_before, link, link_ctrl, make_op, new_node, replace_peer
+from engine.core.surgery import add_node, insert_before, link, link_ctrl, make_op, unlink
 from engine.varmgr.policy import VarPolicy, one
 from engine.varmgr.passes.util import Change, keep
 
@@ -132,7 +132,7 @@ def _walk(start: Node, in_idx: int, o: int, var: Node, ref_map: RefMap, policy: 
                 keep(kept, node, RULE_REF, f"{node.name}:{out_idx} is the last writer of {var.name}",
                      "no: a later writer follows and it has no control successors to order",
                      ("later writers", [f"{n.name}:{i}" for n, i, _, _ in further]))
-            stack.extend(reversed(further))
+            stack.extend(further)       # std::stack: the last consumer pushed is walked first
         elif node.type in policy.op_types.framework_op:
             continue
         elif out_idx < len(node.outs):
@@ -180,7 +180,7 @@ def add_variable_ref(w: Node, var: Node, o: int, policy: VarPolicy, changes: lis
                  f"yes: {peer.node.name}")
             return                                   # already has its VariableRef
     op = _ref_op(var, policy.node_names.ref.format(var=var.name, node=w.name, index=o), policy)
-    ref = new_node(w.graph, _labelled(op, w, policy), w)
+    ref = add_node(w.graph, _labelled(op, w, policy))      # CreateVariableRef: ComputeGraph::AddNode
     _order_before_successors(ref, w, policy, changes)
     link(w.outs[o], ref.ins[0])
     changes.append(Change("inserted", ref.name, ref.type, w.graph.name, RULE_REF,
@@ -245,13 +245,15 @@ def insert_variable_ref(n: Node, i: int, var: Node, policy: VarPolicy, changes: 
     bridge = make_op(names.ref_identity.format(src=src.node.name, src_index=src.idx, node=n.name, index=i),
                      one(policy.op_types.ref_identity), [td], [td], model=n.graph.model)
     ref_op = _labelled(_ref_op(var, names.ref.format(var=var.name, node=n.name, index=i), policy), n, policy)
-    ident = new_node(n.graph, bridge, src.node)
-    ref = new_node(n.graph, ref_op, n)
+    # CreateRefIdentity, CreateVariableRef: ComputeGraph::AddNode, at the end of the graph
+    ident = add_node(n.graph, bridge)
+    ref = add_node(n.graph, ref_op)
     # Note [one ordering for both refs]: InsertVariableRef orders the ref with the same
     # AddControlEdge as AddVariableRef (an Identity before a Merge consumer, the stream label),
     # before it relinks the ref input through the RefIdentity
     _order_before_successors(ref, n, policy, changes)
-    replace_peer(src, anchor, ident.ins[0])
+    unlink(src, anchor)                 # RemoveEdge, AddEdge: the RefIdentity is src's last consumer
+    link(src, ident.ins[0])
     link(ident.outs[0], anchor)
     link(ident.outs[0], ref.ins[0])
     link_ctrl(n, ref)

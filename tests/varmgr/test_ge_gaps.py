@@ -43,6 +43,18 @@ def test_variable_passes_are_o3(monkeypatch):
     assert all(p in o3 for p in VAR_PASSES)
 
 
+def test_pass_levels_follow_their_registration(monkeypatch):
+    """REG_PASS_OPTION(...).LEVELS: AtomicAddrCleanPass O1 and above, InplaceSupportCheckPass O3
+    (and a host-exec graph); MemcpyAddrAsyncPass, called directly, at any level."""
+    monkeypatch.chdir(ROOT)
+    host = {"context.hostExecFlag": "1"}
+    o0 = _run_ids({"ge.oo.level": "O0", **host})
+    assert "atomic_addr_clean" not in o0 and "inplace_support_check" not in o0 and "memcpy_addr_async" in o0
+    o1 = _run_ids({"ge.oo.level": "O1", **host})
+    assert "atomic_addr_clean" in o1 and "inplace_support_check" not in o1
+    assert "inplace_support_check" in _run_ids(host) and "inplace_support_check" not in _run_ids({})
+
+
 def test_useless_control_out_pass_runs_in_stage1_3(monkeypatch):
     monkeypatch.chdir(ROOT)
     ids = _run_ids({})

@@ -51,7 +51,8 @@ def test_documented_edits_are_the_rule_changes():
     assert ids["pipeline[graph_lint]"].details == (("~", "stage: normalize → build"),)
     assert ids["pipeline[graph_lint]@reordered"].kind == "reordered"
     assert ids["pipeline[mark_same_addr]"].kind == "added"
-    assert ids["pipeline[inplace_support_check]"].details == (("-", 'gate: option_true("context.hostExecFlag")'),)
+    assert ids["pipeline[inplace_support_check]"].details == (
+        ("-", 'gate: option_true("context.hostExecFlag") and option("ge.oo.level") in [none, "O3"]'),)
     assert ids["pack.name"].cosmetic and ids["hccl_rewrites.hccl_memcpy.steps[mutable-input].rules[hccl/later-sibling]"].cosmetic
     heads = [h for h, _ in d.notes]
     assert heads and heads[0].startswith("1.0.0") and "§11" in d.notes[0][1]

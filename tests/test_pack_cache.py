@@ -65,7 +65,7 @@ def test_an_edit_takes_effect_and_errors_are_still_reported(cache_on, pack_copy)
     passes.write_text(text.replace('option_true("context.hostExecFlag")', 'option_true("context.hostExecFlag") and false'))
     pack = fresh_load(pack_copy)
     step = next(s for s in pack.pipeline if s.pass_id == "inplace_support_check")
-    assert str(step.gate).endswith("and false")
+    assert "context.hostExecFlag\") and false" in str(step.gate)
     assert len(list(cache_on.glob("pack-*.cache"))) == 2          # keyed by content
     passes.write_text(text.replace('option_true("context.hostExecFlag")', 'option_true(context.hostExecFlag)'))
     parser.PARSED.clear()

@@ -55,6 +55,15 @@ def test_pass_levels_follow_their_registration(monkeypatch):
     assert "inplace_support_check" in _run_ids(host) and "inplace_support_check" not in _run_ids({})
 
 
+def test_var_is_initialized_runs_before_the_first_hccl_memcpy(monkeypatch):
+    """GraphPrepare::PrepareOptimize runs its node passes, VarIsInitializedOpPass among them,
+    before its PassManager's HcclMemcpyPass: the Const it makes is protected as a constant."""
+    monkeypatch.chdir(ROOT)
+    ids = _run_ids({})
+    assert ids.index("var_is_initialized") < ids.index("hccl_memcpy")
+    assert ids[:3] == ["graph_lint", "var_is_initialized", "hccl_memcpy"]
+
+
 def test_useless_control_out_pass_runs_in_stage1_3(monkeypatch):
     monkeypatch.chdir(ROOT)
     ids = _run_ids({})

@@ -198,3 +198,32 @@ def test_the_ref_is_ordered_before_each_edge_of_the_writer(pool):
     run_variable_prepare(m.root, pool.policy)
     add = m.root.find("add")
     assert [n.name for n in add.in_ctrl] == ["assign"] + ["variable_TO_assign_REF_0"] * 3
+
+
+def test_the_identity_before_a_merge_takes_its_place_and_names_its_ports(pool):
+    """InsertIdentityNode: OpDescBuilder names the ports x and y, and InsertNodeBetweenDataAnchors
+    (Anchor::Insert) puts the Identity where the Merge was among the writer's consumers."""
+    b = GraphBuilder()
+    b.op("variable", "Variable", outs=[desc((4,))], ports=VAR_PORTS)
+    b.op("const", "Const", outs=[desc((4,))])
+    b.op("assign", "Assign", inputs=["variable:0", "const:0"], outs=[desc((4,))], ports=ASSIGN_PORTS)
+    b.op("merge", "Merge", inputs=["assign:0"], outs=[desc((4,))])
+    b.op("relu", "Relu", inputs=["assign:0"], outs=[desc((4,))])
+    m = b.build()
+    run_variable_prepare(m.root, pool.policy)
+    ident = m.root.find("Identity_assign_TO_merge_0")
+    consumers = [p.node.name for p in m.root.find("assign").outs[0].peers]
+    assert consumers[:2] == ["Identity_assign_TO_merge_0", "relu"]
+    assert ident.ports() == ({"x": 0}, {"y": 0})
+
+
+def test_a_writer_controlling_a_merge_fails_the_pass(pool):
+    """AddControlEdge walks the control anchor's peers too; a Merge there gets InsertIdentityNode
+    on a control anchor, which InsertNodeBetweenDataAnchors refuses: GE's pass fails."""
+    b = GraphBuilder()
+    b.op("variable", "Variable", outs=[desc((4,))], ports=VAR_PORTS)
+    b.op("const", "Const", outs=[desc((4,))])
+    b.op("assign", "Assign", inputs=["variable:0", "const:0"], outs=[desc((4,))], ports=ASSIGN_PORTS)
+    b.op("merge", "Merge", inputs=["const:0", "assign:-1"], outs=[desc((4,))])
+    with pytest.raises(PassFailure, match="control output of assign and Merge merge"):
+        run_variable_prepare(b.build().root, pool.policy)

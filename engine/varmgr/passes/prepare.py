@@ -9,7 +9,7 @@ from __future__ import annotations
 from engine.core.attrs import node_typed, set_attr
 from engine.core.errors import PassFailure
 from engine.core.graph import Graph, Node
-from engine.core.surgery import add_node, insert_before, link, link_ctrl, make_op, unlink
+from engine.core.surgery import add_node, link, link_ctrl, make_op, new_node, replace_peer, unlink
 from engine.varmgr.policy import VarPolicy, one
 from engine.varmgr.passes.util import Change, keep
 
@@ -211,6 +211,11 @@ def _order_before_successors(ref: Node, w: Node, policy: VarPolicy, changes: lis
         else:
             link_ctrl(ref, peer.node, repeat=True)
     for succ in ctrl_peers:
+        # GE walks the control anchor's peers too: a Merge there gets InsertIdentityNode on a
+        # control anchor, which InsertNodeBetweenDataAnchors refuses (the pass fails)
+        if _original_type(succ, policy) in policy.op_types.merge:
+            raise PassFailure(PASS_ID, f"cannot put an Identity between the control output of {w.name} and "
+                              f"Merge {succ.name} (InsertIdentityNode on a control anchor)", succ.name)
         link_ctrl(ref, succ, repeat=True)
 
 
@@ -228,8 +233,13 @@ def _identity_before(peer, w: Node, policy: VarPolicy, changes: list[Change]) ->
     src = peer.peer
     name = policy.node_names.identity.format(writer=w.name, node=peer.node.name, index=peer.idx)
     td = src.node.op.output_desc[src.idx] if src.idx < len(src.node.op.output_desc) else None
-    op = make_op(name, one(policy.op_types.identity), [td] if td else [], [td] if td else [], model=w.graph.model)
-    ident = insert_before(peer, op, keep_ctrl=lambda n: True)
+    op = make_op(name, one(policy.op_types.identity), [td] if td else [], [td] if td else [], ["x"], ["y"],
+                 model=w.graph.model)
+    # InsertIdentityNode: graph->InsertNode(src) and InsertNodeBetweenDataAnchors, whose
+    # Anchor::Insert puts the Identity in the consumer's place (no control edge moves)
+    ident = new_node(src.node.graph, op, src.node)
+    replace_peer(src, peer, ident.ins[0])
+    link(ident.outs[0], peer)
     changes.append(Change("inserted", ident.name, ident.type, w.graph.name, RULE_IDENTITY,
                           {"before": peer.node.name, "writer": w.name}))
     return ident

@@ -178,3 +178,30 @@ def test_init_parallel(pool):                                           # 71
     got = {n.name: sorted(v.name for v in s) for n, s in inited.items()}
     assert got["assign1"] == ["var1"] and got["var1"] == [] and got["merge1"] == []
     assert got["assign2"] == ["var2"] and got["netoutput1"] == ["var1", "var2"]
+
+
+def test_an_assign_without_a_variable_fails_the_pass(pool):
+    """CheckAndSetVarInited runs on every node: an Assign whose ref input 0 has no producer is
+    PARAM_INVALID, with or without a VarIsInitializedOp in the graph."""
+    b = GraphBuilder()
+    b.op("c", "Const", outs=[desc((2,))])
+    b.op("a", "Assign", inputs=["", "c:0"], ins=[desc((2,)), desc((2,))], outs=[desc((2,))])
+    with pytest.raises(PassFailure, match="invalid assign node a"):
+        run_var_is_initialized(b.build().root, session(pool))
+    b.op("v", "Variable", outs=[desc((2,))])
+    b.op("init", "VarIsInitializedOp", inputs=["v:0"], outs=[BOOL])
+    with pytest.raises(PassFailure, match="invalid assign node a"):
+        run_var_is_initialized(b.build().root, session(pool))
+
+
+def test_nodes_are_visited_after_their_inputs(pool):
+    """GE's node-pass runner visits a node after its inputs, whatever the list order: an Assign
+    listed after the VarIsInitializedOp it orders still marks the variable initialized."""
+    b = GraphBuilder()
+    b.op("v", "Variable", outs=[desc((2,))])
+    b.op("vinit", "VarIsInitializedOp", inputs=["v:0", "a:-1"], outs=[BOOL])
+    b.op("c", "Const", outs=[desc((2,))])
+    b.op("a", "Assign", inputs=["v:0", "c:0"], outs=[desc((2,))])
+    m = b.build()
+    run_var_is_initialized(m.root, session(pool))
+    assert value_of(m.root.find("vinit")) == b"\x01"

@@ -26,25 +26,45 @@ def run_var_is_initialized(graph: Graph, mgr: VarManager,
     nodes = graph.node_list()
     # Note [no work without VarIsInitializedOp]: the inited sets are only read when
     # replacing such a node; propagating them is O(nodes × variables), so a run that
-    # does not ask for them skips it when there is nothing to replace
+    # does not ask for them skips it when there is nothing to replace (GE's check of every
+    # writer, which can fail the pass, still runs)
     if inited is None and not any(n.type in types.var_is_initialized for n in nodes):
+        for node in nodes:
+            if node.type in types.init_writer:
+                _writer_var(node)
         keep(kept, None, RULE, f"a {' or '.join(sorted(types.var_is_initialized))} node in graph {graph.name}",
              "none: nothing to replace")
         return changes
     inited = {} if inited is None else inited
-    for node in nodes:
+    for node in _dataflow_order(nodes):
         _update_inited(node, inited, types.init_writer)
         if node.type in types.var_is_initialized:
             changes.append(_replace(node, mgr, inited))
     return changes
 
 
+def _dataflow_order(nodes: list[Node]) -> list[Node]:
+    """The order GE's node-pass runner visits the direct nodes in: each after its inputs (a
+    depth-first topological order; the list's own when it has a cycle)."""
+    from engine.core.toposort import DEFAULT, _forward
+    order = _forward(nodes, DEFAULT)
+    return order if len(order) == len(nodes) else nodes
+
+
+def _writer_var(node: Node) -> Node:
+    """CheckAndSetVarInited: the variable an Assign writes, its input 0's producer; an Assign
+    without one fails the pass (PARAM_INVALID), whatever else the graph holds."""
+    if not node.ins or node.ins[0].peer is None:
+        raise PassFailure(PASS_ID, f"invalid assign node {node.name}: no variable feeds its ref input 0", node.name)
+    return node.ins[0].peer.node
+
+
 def _update_inited(node: Node, inited: dict[Node, frozenset[Node]], writers: frozenset[str]) -> None:
     merged: frozenset[Node] = frozenset()
     for pred in [*data_in_nodes(node), *node.in_ctrl]:
         merged = merged | inited.get(pred, frozenset())
-    if node.type in writers and node.ins and node.ins[0].peer is not None:
-        merged = merged | {node.ins[0].peer.node}
+    if node.type in writers:
+        merged = merged | {_writer_var(node)}
     inited[node] = merged
 
 

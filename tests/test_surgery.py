@@ -387,3 +387,62 @@ graphs:
         load_pack(edited_pack(tmp_path / "bad", {"atomic.yaml": [
             ("precedence_links: each_edge", "precedence_links: every_edge")]}))
     assert "atomic.yaml:" in str(e.value) and "each_edge" in str(e.value)
+
+
+# ---- IsolateNode's control bridge -------------------------------------------------------
+def test_isolate_bridges_control_in_predecessor_name_order(tmp_path):
+    """RelinkControlNodeIfNeed walks the predecessors as a std::map by NodeCompareKey (name)."""
+    m = model_of(tmp_path, """
+graphs:
+  root:
+    nodes: {p: Relu, i: Identity, c: Relu, zb: Relu, ya: Relu}
+    edges: [p -> i, i -> c, zb ~> i, ya ~> i]
+""")
+    g = m.root
+    surgery.isolate(g.find("i"), [0])
+    assert [n.name for n in g.find("c").in_ctrl] == ["ya", "zb"]
+
+
+def _fan(tmp_path, k_in: int, k_out: int):
+    nodes = ", ".join([f"p{i}: Relu" for i in range(k_in)] + [f"s{j}: Relu" for j in range(k_out)] + ["x: Identity", "d: Relu"])
+    edges = ", ".join([f"p{i} ~> x" for i in range(k_in)] + [f"x ~> s{j}" for j in range(k_out)] + ["d -> x", "x -> s0"])
+    return model_of(tmp_path, f"graphs:\n  root:\n    nodes: {{{nodes}}}\n    edges: [{edges}]\n")
+
+
+def test_isolate_orders_a_large_fan_through_one_noop(tmp_path):
+    """RelinkControlNodeWithNoOpOptimize: (distinct in) × (distinct out) over 1000 goes through one
+    `<node>_noop` (surgery.isolate_noop); a predecessor the data relinked to every successor, or a
+    successor relinked from every predecessor, stays off it."""
+    from harness import shared_pack
+    m = _fan(tmp_path, 40, 30)
+    m.isolate_noop = shared_pack().surgery.isolate_noop
+    g = m.root
+    count = g.count
+    surgery.isolate(g.find("x"), [0])
+    noop = g.find("x_noop")
+    assert noop.type == "NoOp" and noop.id == count and g.node_list()[-1] is noop
+    assert len(noop.in_ctrl) == 41 and {n.name for n in noop.in_ctrl} == {f"p{i}" for i in range(40)} | {"d"}
+    assert [n.name for n in noop.out_ctrl] == sorted(f"s{j}" for j in range(30))
+    assert all(list(g.find(f"p{i}").out_ctrl) == [noop] for i in range(40))
+    assert g.find("s0").ins[0].peer.node is g.find("d")
+
+
+def test_isolate_links_each_pair_under_the_threshold_or_without_the_pack_entry(tmp_path):
+    m = _fan(tmp_path, 40, 25)      # 41 × 25 = 1025 > 1000, but no isolate_noop: a pair each
+    g = m.root
+    surgery.isolate(g.find("x"), [0])
+    assert g.find("x_noop") is None and len(g.find("p0").out_ctrl) == 25
+    m = _fan(tmp_path, 30, 30)      # 31 × 30 = 930: under GE's threshold
+    from harness import shared_pack
+    m.isolate_noop = shared_pack().surgery.isolate_noop
+    surgery.isolate(m.root.find("x"), [0])
+    assert m.root.find("x_noop") is None and len(m.root.find("p0").out_ctrl) == 30
+
+
+def test_isolate_noop_is_checked_when_the_pack_loads(tmp_path):
+    from engine.core.errors import InputError
+    from engine.passes.catalog import load_pack
+    from test_diff_util import edited_pack
+    with pytest.raises(InputError) as e:
+        load_pack(edited_pack(tmp_path, {"surgery.yaml": [("threshold: 1000}", "threshold: -1}")]}))
+    assert "surgery.yaml:" in str(e.value) and "threshold must be 0 or more" in str(e.value)

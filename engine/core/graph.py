@@ -678,6 +678,7 @@ class Model:
         self._ops: pb.GraphDef | None = None      # Note [op memory]
         self.reorders = 0           # Graph.reorder calls: a sort that found the order kept adds none
         self.sort_policy = None     # the run's SortPolicy (engine/core/toposort.py), set by the runner
+        self.isolate_noop = None    # surgery.isolate_noop of the run's pack (engine/core/surgery.isolate)
         self.policies_from = None   # the RunContext loop_back_source and sort_policy were made for
         # the SortPolicy whose sort of the root last numbered every node (Note [sorted stays
         # sorted] in engine/core/toposort.py); a sort of a subgraph alone drops it

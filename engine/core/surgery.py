@@ -250,22 +250,10 @@ def insert_after(src: OutAnchor, dsts: list[InAnchor], op: pb.OpDef, *,
 
 def isolate(node: Node, io_map: list[int]) -> None:
     """GE GraphUtils::IsolateNode: bypass data through io_map, bridge control, unlink."""
-    preds: list[Node] = []
-    for a in node.ins:
-        if a.peer is not None and a.peer.node not in preds:
-            preds.append(a.peer.node)
-    for p in node.in_ctrl:
-        if p not in preds:
-            preds.append(p)
-    succs: list[Node] = []
-    for o in node.outs:
-        for p in o.peers:
-            if p.node not in succs:
-                succs.append(p.node)
-    for s in node.out_ctrl:
-        if s not in succs:
-            succs.append(s)
-    relinked: set[tuple[Node, Node]] = set()     # GE RelinkDataIO's connected_data_in_to_out
+    preds = list(dict.fromkeys(predecessors(node)))     # GetInNodes, each once
+    succs = list(dict.fromkeys(successors(node)))       # GetOutNodes, each once, in order
+    relinked: dict[Node, list[Node]] = {}       # GE RelinkDataIO's connected_data_in_to_out
+    relinked_to: dict[Node, list[Node]] = {}    # ... and connected_data_out_to_in
     for i, o in enumerate(node.outs):
         src = None
         if i < len(io_map) and 0 <= io_map[i] < len(node.ins):
@@ -274,17 +262,46 @@ def isolate(node: Node, io_map: list[int]) -> None:
             unlink(o, dst)
             if src is not None:
                 link(src, dst)
-                relinked.add((src.node, dst.node))
+                relinked.setdefault(src.node, []).append(dst.node)
+                relinked_to.setdefault(dst.node, []).append(src.node)
+    noop = node.graph.model.isolate_noop if node.graph is not None and node.graph.model is not None else None
+    k_in, k_out = len(preds), len(succs)
+    if noop is not None and k_in * k_out > noop.threshold and k_in * k_out > k_in + k_out:
+        _bridge_through(node, noop, preds, succs, relinked, relinked_to)
+        detach(node)
+        return
     # Note [control bridge]: GE RelinkControlNodeIfNeed links every predecessor to every
     # successor but the pairs the data just relinked through the node and those linked by
     # control already; a data edge the pair had before does not count (GE adds the control
-    # edge beside it)
-    for p in preds:
+    # edge beside it). The predecessors are a std::map by NodeCompareKey: in name order.
+    for p in sorted(preds, key=_by_name):
+        done = relinked.get(p, ())
         for s in succs:
-            if p is s or p is node or s is node or (p, s) in relinked:
+            if p is s or p is node or s is node or s in done:
                 continue
             link_ctrl(p, s)             # nothing when p → s is a control edge already
     detach(node)
+
+
+def _by_name(n: Node) -> str:
+    return n.name
+
+
+def _bridge_through(node: Node, noop, preds: list[Node], succs: list[Node],
+                    relinked: dict[Node, list[Node]], relinked_to: dict[Node, list[Node]]) -> None:
+    """RelinkControlNodeWithNoOpOptimize: one `<node>_noop` (AddNode) after every predecessor
+    the data did not relink to every successor, before every successor the data did not relink
+    from every predecessor. GE keeps both sides in a std::set of pointers (address order,
+    which no file records): name order here."""
+    ins = [p for p in sorted(preds, key=_by_name) if len(relinked.get(p, ())) != len(succs)]
+    outs = [s for s in sorted(succs, key=_by_name) if len(relinked_to.get(s, ())) != len(preds)]
+    if not ins or not outs:
+        return
+    bridge = add_node(node.graph, make_op(node.name + noop.suffix, noop.type, [], [], model=node.graph.model))
+    for p in ins:
+        link_ctrl(p, bridge, repeat=True)
+    for s in outs:
+        link_ctrl(bridge, s, repeat=True)
 
 
 def detach(node: Node) -> None:

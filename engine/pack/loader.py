@@ -20,7 +20,7 @@ from engine.pack.overlay import resolve_pack
 from engine.core.yamlloc import item_span
 from engine.pack import cache
 from engine.pack.options import load_options
-from engine.pack.model import (CORE_SECTIONS, PASS_SCOPES, SCHEMA_VERSION, FuncDef, OpClass, OpSpec, Pack,
+from engine.pack.model import (CORE_SECTIONS, PASS_SCOPES, SCHEMA_VERSION, FuncDef, IsolateNoop, OpClass, OpSpec, Pack,
                                PassSpec, Rule, SortSpec, Step, SurgerySpec)
 
 
@@ -242,9 +242,26 @@ def _load_surgery(pack: Pack, value: Any, errors: Collector) -> None:
             Compiler(pack.scope(("node",)), errors).check(e, (), "bool", f"surgery `{key}`")
         exprs[key] = e
     sort = _load_sort(pack, r.get("topological_sort", dict), r.value_loc("topological_sort"), errors)
+    noop = _load_isolate_noop(r.get("isolate_noop", dict), r.value_loc("isolate_noop"), errors)
     r.done()
     pack.surgery = SurgerySpec(tuple(map(str, inherit)), exprs["keep_in_ctrl_from"], exprs["keep_out_ctrl_of"],
-                               exprs["loop_back_edge_from"], r.loc, sort)
+                               exprs["loop_back_edge_from"], r.loc, sort, noop)
+
+
+def _load_isolate_noop(value: Any, loc: Loc, errors: Collector) -> IsolateNoop | None:
+    """surgery.isolate_noop: {type, suffix, threshold} (all required)."""
+    if value is None:
+        return None
+    r = Reader(value, "surgery: isolate_noop", errors, loc)
+    typ = r.get("type", str, required=True)
+    suffix = r.get("suffix", str, required=True)
+    threshold = r.get("threshold", int, required=True)
+    if isinstance(threshold, int) and threshold < 0:
+        errors.error(r.value_loc("threshold"), "surgery: isolate_noop: threshold must be 0 or more", "GE's is 1000")
+    r.done()
+    if typ is None or suffix is None or not isinstance(threshold, int):
+        return None
+    return IsolateNoop(str(typ), str(suffix), threshold)
 
 
 def _load_sort(pack: Pack, value: Any, loc: Loc, errors: Collector) -> SortSpec | None:

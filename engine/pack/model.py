@@ -93,6 +93,18 @@ class SurgerySpec:
     loop_back_edge_from: Expr | None    # edges from these nodes may close a cycle (loops)
     loc: Loc
     topological_sort: SortSpec | None = None
+    isolate_noop: "IsolateNoop | None" = None
+
+
+@dataclass(frozen=True)
+class IsolateNoop:
+    """GraphUtils::IsolateNode's RelinkControlNodeWithNoOpOptimize: when the node's distinct
+    predecessors × successors exceed `threshold` (and their sum), their control goes through
+    one node of `type`, named the isolated node's name + `suffix`."""
+
+    type: str
+    suffix: str
+    threshold: int
 
 
 @dataclass

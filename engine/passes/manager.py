@@ -70,6 +70,7 @@ def install_policies(ctx: RunContext) -> None:
         loop_edge = node_comp.function(spec.loop_back_edge_from, ("node",))
         loop_types = node_types_needed(spec.loop_back_edge_from, pack.class_sets())
     model.loop_back_source = loop_edge
+    model.isolate_noop = spec.isolate_noop if spec is not None else None
     model.sort_policy = _sort_policy(ctx, spec.topological_sort if spec is not None else None,
                                      node_comp, functions, loop_edge, loop_types)
     model.policies_from = ctx

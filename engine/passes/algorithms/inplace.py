@@ -32,7 +32,6 @@ from engine.passes.probe import ISOLATED, NO_CONFLICT, Step, expr_cite
 
 PREDICATES = {"read_only_source": ("node",), "consumer_blocks": ("node",), "no_inplace_node": ("node",),
               "excluded_output": ("anchor",)}
-DTYPE_BYTES = {1: 4, 2: 2, 3: 1, 4: 1, 5: 2, 6: 2, 7: 4, 8: 8, 9: 4, 10: 8, 11: 1, 12: 8, 16: 8, 17: 16, 27: 2}
 
 
 @dataclass(frozen=True)
@@ -68,20 +67,36 @@ def _may_fail(prim) -> bool:
     return prim is None or prim.template is not None or bool(prim.effects)
 
 
-def _byte_size(a) -> int | None:
-    """RemoveSizeNotEqual's size (TensorUtils::GetTensorSizeInBytes): the descriptor's shape
-    times its data type's bytes, unaligned. GE never reads the descriptor's `size` field here:
-    a built dump's sizes are aligned (a [3] and a [4] float tensor both say 64 bytes), and a
-    descriptor without one is as large as its shape says."""
-    d = a.desc
-    if d is None:
-        return None
-    n = 1
-    for x in d.shape.dim:
-        if x < 0:
-            return None
-        n *= x
-    return n * DTYPE_BYTES.get(d.dtype, 4)
+def _byte_size(a) -> int:
+    """RemoveSizeNotEqual's size, TensorUtils::GetTensorSizeInBytes: CalcTensorMemSize of the
+    descriptor's shape, format and data type, unaligned (engine/varmgr/getypes.py). GE never
+    reads the descriptor's `size` field here: a built dump's sizes are aligned (a [3] and a [4]
+    float tensor both say 64 bytes). Where GE's call fails, or gives a negative size (an unknown
+    shape, a data type without a size), GE_ASSERT_SUCCESS fails ProcessInplace: PassFailure with
+    the pass id filled in by the caller (`_SizeUnknown`)."""
+    from engine.varmgr.getypes import calc_tensor_mem_size
+    from engine.varmgr.nodes import desc_at
+
+    is_out = a.is_out
+    td = desc_at(a.node, a.idx, "", outputs=is_out)
+    size = calc_tensor_mem_size(td.dims, td.format, td.dtype) if td is not None else None
+    if size is None or size < 0:
+        side = "output" if is_out else "input"
+        raise _SizeUnknown(f"the size of {side} {a.idx} of {a.node.name} cannot be computed (GetTensorSizeInBytes: "
+                           + ("no descriptor" if td is None else f"shape {list(td.dims)}") + ")")
+    return size
+
+
+class _SizeUnknown(Exception):
+    """A tensor size GetTensorSizeInBytes cannot compute (the pass fails)."""
+
+
+def _sizes_equal(out, inp) -> bool:
+    """The why-not probe's reading of the size filter (a size that fails the pass is no match)."""
+    try:
+        return _byte_size(out) == _byte_size(inp)
+    except _SizeUnknown:
+        return False
 
 
 class InplacePass:
@@ -174,7 +189,10 @@ class InplacePass:
             cand = [(o, i) for o, i in cands
                     if 0 <= o < len(node.outs) and 0 <= i < len(node.ins)]
             cand = [(o, i) for o, i in cand if self.last_consumer_ok(node, node.ins[i])]
-            cand = [(o, i) for o, i in cand if _byte_size(node.outs[o]) == _byte_size(node.ins[i])]
+            try:
+                cand = [(o, i) for o, i in cand if _byte_size(node.outs[o]) == _byte_size(node.ins[i])]
+            except _SizeUnknown as e:
+                raise PassFailure(self.spec.id, str(e), node.name) from None
             cand = [(o, i) for o, i in cand if node.ins[i] in table.of and table.of[node.ins[i]] not in read_only]
             if self.p["no_inplace_node"](node):
                 cand = []
@@ -256,7 +274,7 @@ class InplacePass:
         return [
             ("the node is its input's producer's last consumer, on one stream, no blocking consumer",
              lambda: self.last_consumer_ok(node, inp), pcite.get("consumer_blocks")),
-            ("equal byte sizes", lambda: _byte_size(out) == _byte_size(inp), None),
+            ("equal byte sizes", lambda: _sizes_equal(out, inp), None),
             ("the input's symbol is not read-only (fed by a read-only source)",
              lambda: inp in table.of and table.of[inp] not in read_only, pcite.get("read_only_source")),
             ("not no_inplace_node", lambda: not self.p["no_inplace_node"](node), pcite.get("no_inplace_node")),

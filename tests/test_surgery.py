@@ -446,3 +446,24 @@ def test_isolate_noop_is_checked_when_the_pack_loads(tmp_path):
     with pytest.raises(InputError) as e:
         load_pack(edited_pack(tmp_path, {"surgery.yaml": [("threshold: 1000}", "threshold: -1}")]}))
     assert "surgery.yaml:" in str(e.value) and "threshold must be 0 or more" in str(e.value)
+
+
+def test_framework_ops_count_as_their_original_type_for_the_control_rules(tmp_path):
+    """NodeUtils::GetNodeType: IsLikeAtomicClean and InsertNodeAfter's switch test read a
+    FrameworkOp's original_type (surgery.keep_in_ctrl_from / keep_out_ctrl_of)."""
+    from engine.passes.context import RunContext
+    from engine.passes.surgery_hooks import surgery_hooks
+    from harness import shared_pack
+    m = model_of(tmp_path, """
+graphs:
+  root:
+    nodes:
+      fs: {type: FrameworkOp, attrs: {original_type: RefSwitch}}
+      fm: {type: FrameworkOp, attrs: {original_type: MemSet}}
+      fx: {type: FrameworkOp, attrs: {original_type: Relu}}
+      fn: FrameworkOp
+""")
+    hooks = surgery_hooks(RunContext(shared_pack(), m, {}))
+    g = m.root
+    assert [bool(hooks.keep_out_ctrl(g.find(k))) for k in ("fs", "fm", "fx", "fn")] == [True, False, False, False]
+    assert [bool(hooks.keep_in_ctrl(g.find(k))) for k in ("fs", "fm", "fx", "fn")] == [False, True, False, False]

@@ -224,9 +224,11 @@ def _deal_fusion(same_vars: list[Node], refs: list[Node], policy: VarPolicy) -> 
             isolate(node, [0])
             remove_node(node)
     for ref in refs:
+        # every in-data node of the ref, whatever its type (GE's DealFusion: the road checks
+        # before it compared descriptors, not types)
         for anchor in list(ref.ins):
             peer = anchor.peer
-            if peer is None or policy.format_fusion.trans_op(peer.node.type) is None:
+            if peer is None:
                 continue
             trans = peer.node
             if len(out_data_nodes(trans)) > 1:

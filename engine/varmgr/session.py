@@ -5,7 +5,7 @@ the planner (see `passes.run_variable_pass`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.core.errors import InputError, Loc, Problem, display_path
@@ -26,6 +26,9 @@ class VarSession:
     manager: VarManager
     ctrl: GraphRebuildStateCtrl
     graph_id: int = 0
+    # VariablePrepareOpPass's ref_input_output_map_: one pass object runs on the root and then
+    # each subgraph, and keeps what it learned (engine/varmgr/passes/prepare.py)
+    prepare_ref_map: dict = field(default_factory=dict)
 
     @classmethod
     def open(cls, policy: VarPolicy | None = None, session: int | None = None,

@@ -25,7 +25,8 @@ from engine.varmgr.passes.variable_op import run_variable_op
 # graph being compiled), `graph` the root or a subgraph of `model`.
 # `kept`: a list the pass appends its no-change decisions to (Kept), or None (normal runs)
 PASSES: dict[str, Callable[..., list[Change]]] = {
-    "variable_prepare": lambda s, model, graph, kept: run_variable_prepare(graph, s.pool.policy, kept),  # VariablePrepareOpPass
+    "variable_prepare": lambda s, model, graph, kept: run_variable_prepare(                          # VariablePrepareOpPass
+        graph, s.pool.policy, kept, _carried_ref_map(s, graph)),
     "variable_op": lambda s, model, graph, kept: run_variable_op(graph, s.manager, s.ctrl, s.graph_id, kept),  # VariableOpPass
     "var_is_initialized": lambda s, model, graph, kept: run_var_is_initialized(graph, s.manager, kept=kept),  # VarIsInitializedOpPass
     "variable_ref_delete": lambda s, model, graph, kept: run_variable_ref_delete(model, graph, s.pool.policy, kept),
@@ -33,6 +34,14 @@ PASSES: dict[str, Callable[..., list[Change]]] = {
         lambda s, model, graph, kept: run_variable_ref_useless_control_out_delete(graph, s.pool.policy, kept),
 }
 PASS_IDS = tuple(PASSES)
+
+
+def _carried_ref_map(session, graph) -> dict:
+    """VariablePrepareOpPass's member map: a run starts it afresh on the root graph, and the
+    subgraphs (the same pass object, no ClearStatus) add to it and read what the root put in."""
+    if graph.is_root:
+        session.prepare_ref_map = {}
+    return session.prepare_ref_map
 
 
 def run_variable_pass(name: str, session, model, graph, kept: list | None = None) -> list[Change]:

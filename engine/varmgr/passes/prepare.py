@@ -21,8 +21,12 @@ RULE_REF_IDENTITY = "var/ref-identity-for-ref-input"
 RefMap = dict[str, dict[int, list[int]]]
 
 
-def run_variable_prepare(graph: Graph, policy: VarPolicy, kept: list | None = None) -> list[Change]:
-    ref_map = build_ref_map(graph, policy)
+def run_variable_prepare(graph: Graph, policy: VarPolicy, kept: list | None = None,
+                         carried: RefMap | None = None) -> list[Change]:
+    """`carried`: the map the pass object holds from the graphs it ran on before in this run
+    (GE's ref_input_output_map_ member, never cleared between the root and its subgraphs);
+    types it has already are not read again, and it gets this graph's."""
+    ref_map = build_ref_map(graph, policy, carried)
     if not ref_map:
         keep(kept, None, RULE_REF, f"a node of graph {graph.name} with a ref input (an input named like "
              "an output, or ref_port_index)", "none: no writer, so no VariableRef")
@@ -63,7 +67,7 @@ def ref_outputs(node: Node, in_idx: int, ref_map: RefMap, policy: VarPolicy) -> 
     return ref_map.get(node.type, {}).get(in_idx, [])
 
 
-def build_ref_map(graph: Graph, policy: VarPolicy) -> RefMap:
+def build_ref_map(graph: Graph, policy: VarPolicy, out: RefMap | None = None) -> RefMap:
     """GenerateRefTypeAndInputOutputMap over the direct nodes, keyed by node type.
 
     As in GE, a type is read from the first node of that type that has a ref input;
@@ -74,7 +78,8 @@ def build_ref_map(graph: Graph, policy: VarPolicy) -> RefMap:
     order, with the output of its name or none — is worked out once per shared pair of maps;
     only the inputs no output is named like are left to read ref_port_index from.
     """
-    out: RefMap = {}
+    if out is None:
+        out = {}
     ref_key = policy.attrs.ref_port_index
     plans: dict[int, tuple] = {}          # id(ports pair) → (the pair, kept alive; its plan)
     for node in graph.node_list():

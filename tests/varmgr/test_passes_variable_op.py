@@ -210,3 +210,16 @@ def test_reshape_fusion_then_relu(pool):                                # §11.7
     run(pool, m, vm)
     assert [p.node.name for p in m.root.find("var").outs[0].peers] == ["relu"]
     assert od(m, "var").origin_dims == D5
+
+
+def test_the_refs_take_the_variables_updated_descriptor_whole(pool):
+    """UpdateVarAndRefOutputFormatInfo: the variable's output 0 takes the road's format, data
+    type, shape and origin shape; each ref's input and output 0 become that descriptor, whole —
+    the variable's origin format and size stay, nothing comes from the trans op's own fields."""
+    m = graph0()
+    m.root.find("Node4D").op.output_desc[0].attr["_var_only"].s = b"kept"     # the trans ops lack it
+    run(pool, m, session(pool, "Node4D", "Node4D_new"))
+    var_td = m.root.find("Node4D").op.output_desc[0]
+    ref = m.root.find("Node4D_ref")
+    assert var_td.attr["_var_only"].s == b"kept" and var_td.layout == "NC1HWC0"
+    assert ref.op.input_desc[0] == var_td and ref.op.output_desc[0] == var_td

@@ -251,8 +251,10 @@ def _update_io_format_info(final: TensorDesc, same_vars: list[Node], refs: list[
         cur = desc_from_proto(td, init_attr)
         desc_to_proto(replace(cur, origin_dims=final.origin_dims, dims=final.dims, format=final.format,
                               dtype=final.dtype), td, init_attr)
-    for ref in refs:
-        for descs in (ref.op.input_desc, ref.op.output_desc):
-            if descs:
-                descs[0].Clear()
-                desc_to_proto(final, descs[0], init_attr)
+        # UpdateVarAndRefOutputFormatInfo: each ref's input and output 0 become the variable's
+        # updated output descriptor, whole (its origin format, size and attributes too); with
+        # several variables of the name, the last one's
+        for ref in refs:
+            for descs in (ref.op.input_desc, ref.op.output_desc):
+                if descs:
+                    descs[0].CopyFrom(td)

@@ -467,3 +467,12 @@ graphs:
     g = m.root
     assert [bool(hooks.keep_out_ctrl(g.find(k))) for k in ("fs", "fm", "fx", "fn")] == [True, False, False, False]
     assert [bool(hooks.keep_in_ctrl(g.find(k))) for k in ("fs", "fm", "fx", "fn")] == [False, True, False, False]
+
+
+def test_an_insert_specs_desc_reset_names_known_fields(tmp_path):
+    from engine.core.errors import InputError
+    from engine.passes.catalog import load_pack
+    from test_diff_util import edited_pack
+    with pytest.raises(InputError) as e:
+        load_pack(edited_pack(tmp_path, {"layout.yaml": [("reset: [reuse_input]", "reset: [reuse_inputs]")]}))
+    assert "layout.yaml:" in str(e.value) and "unknown field 'reuse_inputs'" in str(e.value) and "reuse_input" in str(e.value)

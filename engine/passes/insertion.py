@@ -32,6 +32,9 @@ class InsertSpec:
     move_flag_from_src: tuple[str, ...] = ()       # bool true on the producer → false there, true here
     drop_desc_attrs: tuple[str, ...] = ()
     end: Loc | None = None                         # where the `insert:` mapping ends
+    # the descriptor fields the copy clears (TensorUtils::SetReuseInput, SetReuseInputIndex):
+    # GE's insertion sites differ (desc.reset)
+    reset_desc_fields: tuple[str, ...] = ("reuse_input", "reuse_input_index")
 
     def cite(self, rule_id: str) -> Cite:
         """The insert block, cited for the node it builds."""
@@ -51,6 +54,12 @@ def load_insert_spec(value: Any, what: str, errors: Collector, fallback: Loc) ->
     desc = Reader(r.get("desc", dict, {}), f"{what}: desc", errors, r.loc)
     keep = desc.get("keep_attrs", (list, str), "all")
     extra_drop = tuple(map(str, str_list(desc.get("drop_attrs", list, []), f"{what}: desc.drop_attrs", errors, r.loc)))
+    reset = desc.get("reset", list, list(RESETTABLE))
+    reset = tuple(map(str, str_list(reset, f"{what}: desc.reset", errors, r.loc)))
+    for k in reset:
+        if k not in RESETTABLE:
+            errors.error(desc.value_loc("reset"), f"{what}: desc.reset: unknown field '{k}'",
+                         did_you_mean(k, RESETTABLE, "fields"))
     desc.done()
     keep_attrs = None if keep == "all" else tuple(map(str, str_list(keep, f"{what}: desc.keep_attrs", errors, r.loc)))
     sets = r.get("set_attrs", dict, {})
@@ -64,6 +73,7 @@ def load_insert_spec(value: Any, what: str, errors: Collector, fallback: Loc) ->
     extra = {k: tuple(map(str, str_list(r.get(k, list, []), f"{what}: {k}", errors, r.loc)))
              for k in ("copy_from_dst", "move_flag_from_dst", "move_flag_from_src")}
     extra["drop_desc_attrs"] = extra_drop
+    extra["reset_desc_fields"] = reset
     r.done()
     if name:
         try:
@@ -94,8 +104,11 @@ def port_names(base: tuple[str, ...], count: int) -> list[str]:
     return [f"{base[0] if base else 'p'}{i}" for i in range(count)]
 
 
+RESETTABLE = ("reuse_input", "reuse_input_index")
+
+
 def clean_desc(src: pb.TensorDescriptor | None, keep: tuple[str, ...] | None,
-               drop: tuple[str, ...] = ()) -> pb.TensorDescriptor:
+               drop: tuple[str, ...] = (), reset: tuple[str, ...] = RESETTABLE) -> pb.TensorDescriptor:
     d = pb.TensorDescriptor()
     if src is not None:
         d.CopyFrom(src)
@@ -106,8 +119,10 @@ def clean_desc(src: pb.TensorDescriptor | None, keep: tuple[str, ...] | None,
         for k in [k for k in d.attr if k not in keep]:
             del d.attr[k]
         d.ClearField("attr_groups")
-    d.reuse_input = False
-    d.reuse_input_index = 0
+    if "reuse_input" in reset:
+        d.reuse_input = False
+    if "reuse_input_index" in reset:
+        d.reuse_input_index = 0
     return d
 
 
@@ -122,9 +137,9 @@ def build_op(ctx, spec: InsertSpec, graph: Graph, descs: list[pb.TensorDescripto
     fields = dict(fields)
     fields.setdefault("graph", graph.name)
     fields.setdefault("src", src.name if src is not None else "")
-    keep, drop = spec.keep_desc_attrs, spec.drop_desc_attrs
-    op = make_op(_unique_name(ctx, spec, graph, fields), spec.type, [clean_desc(d, keep, drop) for d in descs],
-                 [clean_desc(d, keep, drop) for d in out_descs], in_names, out_names, model=graph.model)
+    keep, drop, reset = spec.keep_desc_attrs, spec.drop_desc_attrs, spec.reset_desc_fields
+    op = make_op(_unique_name(ctx, spec, graph, fields), spec.type, [clean_desc(d, keep, drop, reset) for d in descs],
+                 [clean_desc(d, keep, drop, reset) for d in out_descs], in_names, out_names, model=graph.model)
     for key, value in spec.set_attrs:
         set_attr(op.attr, key, value)
     copy_from_src(op, spec, src)

@@ -204,22 +204,35 @@ def insert_before(dst: InAnchor, op: pb.OpDef, *, in_idx: int = 0, out_idx: int 
     order is what a later sort pushes and the saved peer index records.
     """
     src = dst.peer
-    owner = dst.node.graph
-    node = new_node(owner, op, src.node if src is not None else None)
+    node = new_node(dst.node.graph, op, src.node if src is not None else None)
     node.ensure_inputs(in_idx + 1)
     node.ensure_outputs(out_idx + 1)
+    put_before(dst, node, in_idx, out_idx, keep_ctrl)
+    inherit_attrs(node, dst.node, inherit)
+    return node
+
+
+def put_before(dst: InAnchor, node: Node, in_idx: int, out_idx: int,
+               keep_ctrl: Callable[[Node], bool] = lambda n: False) -> list[Node]:
+    """The edges of GraphUtils::InsertNodeBefore(dst, node, in_idx, out_idx) for a node that
+    is in the graph already: producer → node.in[in_idx] (the producer's last consumer, Note
+    [edges appended]), node.out[out_idx] → dst, and dst's node's in-control edges moved to
+    `node`, each edge, but those from nodes `keep_ctrl` holds for (and from `node` itself).
+    Returns the predecessors whose edges moved."""
+    src = dst.peer
     if src is not None:
         unlink(src, dst)
         link(src, node.ins[in_idx])
     link(node.outs[out_idx], dst)
     target = dst.node
+    moved = []
     for pred in list(target.in_ctrl):
-        if keep_ctrl(pred):
+        if pred is node or keep_ctrl(pred):
             continue
         unlink_ctrl(pred, target)
         link_ctrl(pred, node, repeat=True)      # each edge moves (Note [repeated control edges])
-    inherit_attrs(node, target, inherit)
-    return node
+        moved.append(pred)
+    return moved
 
 
 def insert_after(src: OutAnchor, dsts: list[InAnchor], op: pb.OpDef, *,

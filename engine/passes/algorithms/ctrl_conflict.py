@@ -226,19 +226,10 @@ class CtrlNodeConflict:
         node.ensure_inputs(len(anchors))
         node.ensure_outputs(len(anchors))
         moved = []
-        for k, (a, s) in enumerate(zip(anchors, srcs)):
-            if s is not None:       # InsertNodeBefore per anchor (Note [edges appended] in engine/core/surgery.py)
-                surgery.unlink(s, a)
-                surgery.link(s, node.ins[k])
-            surgery.link(node.outs[k], a)
-            for pred in list(a.node.in_ctrl):
-                if pred is node or lp.hooks.keep_in_ctrl(pred):
-                    continue
-                surgery.unlink_ctrl(pred, a.node)
-                # InsertNodeBefore moves each edge: a node controlling two owners controls the
-                # one copy twice (Note [repeated control edges] in engine/core/surgery.py)
-                surgery.link_ctrl(pred, node, repeat=True)
-                moved.append(pred.name)
+        for k, a in enumerate(anchors):
+            # GraphUtils::InsertNodeBefore(anchor, node, k, k); a node controlling two owners
+            # controls the one copy twice (Note [repeated control edges] in engine/core/surgery.py)
+            moved.extend(p.name for p in surgery.put_before(a, node, k, k, lp.hooks.keep_in_ctrl))
         lp._fixup_netoutput(node, anchors)
         why = dict(why)
         why["checker"] = why["kind"]

@@ -120,6 +120,13 @@ def number(nodes: list[Node]) -> None:
         i += 1
 
 
+def depth_first_order(nodes: list[Node]) -> list[Node] | None:
+    """The nodes in the default policy's depth-first order, without reordering anything (a
+    node after its inputs, as GE's node-pass runner visits them); None on a cycle."""
+    order = _forward(nodes, DEFAULT)
+    return order if len(order) == len(nodes) else None
+
+
 def _in_counts(nodes: list[Node], pol: SortPolicy) -> dict[Node, int]:
     """GetInEdgeSize of each node: connected data inputs, but those fed by a loop's
     back-edge node, plus control inputs."""

@@ -394,19 +394,16 @@ class AtomicPass:
             for s in succs:
                 if s in skip or self.pred("not_second", s) or s is clean:
                     continue
-                if repeat:
-                    surgery.link_ctrl(clean, s, repeat=True)
-                    out.append(s)
-                elif self.link_ctrl(clean, s):
+                if self.link_ctrl(clean, s, repeat):
                     out.append(s)
         return out
 
-    def link_ctrl(self, clean: Node, node: Node) -> bool:
-        """A control edge clean → node unless there is one (surgery keeps a membership
-        set per node, so a clean node's large fan-out links in linear time)."""
-        if node in clean.out_ctrl_count:
+    def link_ctrl(self, clean: Node, node: Node, repeat: bool = False) -> bool:
+        """A control edge clean → node unless there is one and not `repeat` (surgery counts
+        each node's edges, so a clean node's large fan-out links in linear time)."""
+        if node in clean.out_ctrl_count and not repeat:
             return False
-        surgery.link_ctrl(clean, node)
+        surgery.link_ctrl(clean, node, repeat)
         return True
 
     def link(self, node: Node, clean: Node) -> None:

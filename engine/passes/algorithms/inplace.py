@@ -29,6 +29,8 @@ from engine.passes.symbols import SymbolTable, check_same_table
 from engine.passes.algorithms.ctrl_conflict import CtrlNodeConflict
 from engine.passes.algorithms.layout import LayoutPass
 from engine.passes.probe import ISOLATED, NO_CONFLICT, Step, expr_cite
+from engine.varmgr.getypes import calc_tensor_mem_size
+from engine.varmgr.nodes import desc_at
 
 PREDICATES = {"read_only_source": ("node",), "consumer_blocks": ("node",), "no_inplace_node": ("node",),
               "excluded_output": ("anchor",)}
@@ -74,9 +76,6 @@ def _byte_size(a) -> int:
     float tensor both say 64 bytes). Where GE's call fails, or gives a negative size (an unknown
     shape, a data type without a size), GE_ASSERT_SUCCESS fails ProcessInplace: PassFailure with
     the pass id filled in by the caller (`_SizeUnknown`)."""
-    from engine.varmgr.getypes import calc_tensor_mem_size
-    from engine.varmgr.nodes import desc_at
-
     is_out = a.is_out
     td = desc_at(a.node, a.idx, "", outputs=is_out)
     size = calc_tensor_mem_size(td.dims, td.format, td.dtype) if td is not None else None

@@ -5,6 +5,7 @@ from engine.core.errors import PassFailure
 from engine.core.graph import Graph, Node
 from engine.proto import ge_ir_pb2 as pb
 from engine.core.surgery import link, link_ctrl, new_node, remove_node
+from engine.core.toposort import depth_first_order
 from engine.varmgr.manager import VarManager
 from engine.varmgr.policy import one
 from engine.varmgr.passes.util import Change, keep
@@ -46,9 +47,7 @@ def run_var_is_initialized(graph: Graph, mgr: VarManager,
 def _dataflow_order(nodes: list[Node]) -> list[Node]:
     """The order GE's node-pass runner visits the direct nodes in: each after its inputs (a
     depth-first topological order; the list's own when it has a cycle)."""
-    from engine.core.toposort import DEFAULT, _forward
-    order = _forward(nodes, DEFAULT)
-    return order if len(order) == len(nodes) else nodes
+    return depth_first_order(nodes) or nodes
 
 
 def _writer_var(node: Node) -> Node:

@@ -57,11 +57,17 @@ def test_if_branches_become_subgraphs(tmp_path, capsys):
     assert [g.name for g in if_node.subgraphs] == ["If_0_0_then_branch", "If_0_1_else_branch"]
     assert if_node.ports()[0] == {"cond": 0}
     rj = tmp_path / "r.json"
-    code, _, _ = run(["run", MODELS / "onnx_if_const_intput.onnx", "--report-json", rj], capsys)
+    code, _, _ = run(["run", MODELS / "onnx_if_const_intput.onnx", "--report-json", rj, "--passes",
+                      "subgraph,memcpy_addr_async"], capsys)
     report = json.loads(rj.read_text())
     assert code == 0
     # a branch's constant output is copied (subgraph pass), the If's constant input made addressable
     assert report["summary"]["by_type"] == {"Identity": 2, "MemcpyAddrAsync": 1}
+    # the model's If has no outputs while its branches' outputs name parent output 0: GE's
+    # GetRefMapping (HandleSubgraphOutput) fails, and the layout pass with it
+    code, _, err = run(["run", MODELS / "onnx_if_const_intput.onnx", "--out", tmp_path / "o.pbtxt"], capsys)
+    assert code == 1 and "pass mem_layout_conflict failed at node 'Node_Output': input 0 names output 0 of If_0" in err
+    assert not (tmp_path / "o.pbtxt").exists()
 
 
 @needs_models

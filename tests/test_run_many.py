@@ -13,7 +13,7 @@ from engine.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "tests" / "cases"
-GRAPHS = [CASES / "rw" / "RW-01.yaml", CASES / "atomic" / "own-clean-separately.yaml",
+GRAPHS = [CASES / "rw" / "RW-03.yaml", CASES / "atomic" / "own-clean-separately.yaml",
           CASES / "hccl" / next(p.name for p in sorted((CASES / "hccl").glob("*.yaml")))]
 
 
@@ -73,7 +73,7 @@ def test_a_bad_graph_costs_only_its_own_outputs(tmp_path, capsys):
     code, _, err = run(["run", GRAPHS[0], bad, "--out-dir", d], capsys)
     assert code == 2
     assert "bad.yaml:2:1: error: YAML syntax" in err
-    assert sorted(p.name for p in d.iterdir()) == ["RW-01.pbtxt", "RW-01.report.json", "index.json"]
+    assert sorted(p.name for p in d.iterdir()) == ["RW-03.pbtxt", "RW-03.report.json", "index.json"]
     statuses = [e["status"] for e in json.loads((d / "index.json").read_text())["graphs"]]
     assert statuses == [0, 2]
 

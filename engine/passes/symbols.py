@@ -16,7 +16,7 @@ from typing import Any
 from engine.passes.registry import register_section
 from engine.dsl.compiler import Compiler
 from engine.dsl.ast import Expr
-from engine.core.errors import Collector, Loc
+from engine.core.errors import Collector, Loc, PassFailure
 from engine.core.graph import Graph, Model, Node, OutAnchor
 from engine.pack.model import Pack, Rule
 from engine.pack.loader import load_rules, parse_rule_expr
@@ -117,6 +117,7 @@ class SymbolBuilder:
         self.f_rfo = compile_rules(comp, cfg.ref_from_other, ("node", "anchor"))
         self.p = {k: comp.function(e, ("node",)) for k, e in cfg.predicates.items()}
         self._rfi: dict = {}
+        self.ctx = ctx
 
     def ref_from_input(self, out: OutAnchor) -> int | None:
         """GE IsRefFromInput: the input index this output aliases, or None (memoised:
@@ -175,6 +176,11 @@ class SymbolBuilder:
                     t.new(o)
         return t
 
+    def _fail(self, node: Node, message: str) -> None:
+        """Note [symbol failures]: where GE's GetRefMapping returns a failure, the pass that
+        asked for the symbols fails (each caller GE_ASSERTs its result)."""
+        raise PassFailure(self.ctx.current_pass or "?", message, node.name)
+
     def _sym_of_out(self, t: SymbolTable, o: OutAnchor) -> str:
         s = t.of.get(o)
         return s if s is not None else t.new(o)
@@ -187,19 +193,29 @@ class SymbolBuilder:
         parent = node.graph.parent_node
         if node.graph is not graph and parent is not None:
             if self.p["subgraph_netoutput"](node):
+                # GE HandleSubgraphOutput: every input needs a producer (GE_CHECK_NOTNULL before
+                # the index is read), an input without the parent index is passed over, and one
+                # naming no output of the parent fails; Note [symbol failures]
                 for a in node.ins:
+                    if a.peer is None:
+                        self._fail(node, f"input {a.idx} of the subgraph output has no producer (HandleSubgraphOutput)")
                     d = a.desc
-                    if d is None or pidx not in d.attr or a.peer is None:
+                    if d is None or pidx not in d.attr:
                         continue
                     p = typed_attr(d.attr, pidx, "i") or 0
                     if not 0 <= p < len(parent.outs):
-                        continue
+                        self._fail(node, f"input {a.idx} names output {p} of {parent.name}, which has "
+                                         f"{len(parent.outs)} (HandleSubgraphOutput)")
                     sym = t.union(self._sym_of_out(t, a.peer), self._sym_of_out(t, parent.outs[p]))
                     t.add(a, sym)
                 return True
             if self.p["subgraph_data"](node):
                 p = node_attr(node, pidx)
-                if isinstance(p, int) and 0 <= p < len(parent.ins) and parent.ins[p].peer is not None and node.ins:
+                if isinstance(p, int) and not 0 <= p < len(parent.ins):
+                    # GE HandleSubgraphInput: GE_CHECK_NOTNULL on the parent's in-anchor
+                    self._fail(node, f"it names input {p} of {parent.name}, which has {len(parent.ins)} "
+                                     "(HandleSubgraphInput)")
+                if isinstance(p, int) and parent.ins[p].peer is not None and node.ins:
                     t.add(node.ins[0], self._sym_of_out(t, parent.ins[p].peer))
                 return True
         if self.p["merge"](node):

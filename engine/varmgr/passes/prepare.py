@@ -9,6 +9,7 @@ from __future__ import annotations
 from engine.core.attrs import node_typed, set_attr
 from engine.core.errors import PassFailure
 from engine.core.graph import Graph, Node
+from engine.proto import ge_ir_pb2 as pb
 from engine.core.surgery import add_node, link, link_ctrl, make_op, new_node, replace_peer, unlink
 from engine.varmgr.policy import VarPolicy, one
 from engine.varmgr.passes.util import Change, keep
@@ -167,8 +168,13 @@ def _chain_facts(var: Node, chain, policy: VarPolicy) -> dict:
 
 
 def _ref_op(var: Node, name: str, policy: VarPolicy):
+    """CreateVariableRef: one input and one output, both the source's output 0 descriptor; a
+    source without one gives GE's default GeTensorDesc (GetOutputDesc's InvalidGeTensorDesc:
+    ND, DT_FLOAT, no shape), which GE adds all the same."""
     desc = var.outs[0].desc if var.outs else None      # read only: make_op copies it
-    op = make_op(name, var.type, [desc] if desc else [], [desc] if desc else [], model=var.graph.model)
+    if desc is None:
+        desc = pb.TensorDescriptor(layout="ND", dtype=pb.DT_FLOAT)
+    op = make_op(name, var.type, [desc], [desc], model=var.graph.model)
     set_attr(op.attr, policy.attrs.ref_var_src_var_name, var.name)
     return op
 

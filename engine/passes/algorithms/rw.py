@@ -210,6 +210,7 @@ class RWPass:
         # answers for all of them, and a Data's entry has no outputs for a NetOutput of its name
         self.recorded: dict[str, tuple[dict[int, str], dict[int, str]]] = {}
         self.subgraph_inputs: set[tuple[Graph, int]] = set()  # GE subgraph_inputs_: (subgraph, parent index)
+        self.subgraph_netoutput: dict[Graph, Node] = {}       # GE subgraph_netoutput_ (the last one marked)
         consts = {t: t for t in cfg.input_types + cfg.output_types}
         prims = bound_functions(ctx, RW_PRIMS, {
             # the maps are filled in place (never replaced): bound once, not read off self per call
@@ -302,27 +303,37 @@ class RWPass:
             return self._no_in_rule
         return self._typed(self._t_in, self.cfg.input_rules, v, i)
 
-    def output_rw(self, anchor: OutAnchor | None) -> _Typed:
+    def output_rw(self, anchor: OutAnchor | None, marked: bool = True) -> _Typed:
         """OutputRW. Note [no output cache]: an output's type depends on its current
-        consumer count, which the walk changes; GE recomputes it on every call."""
+        consumer count, which the walk changes; GE recomputes it on every call.
+
+        Note [subgraph output slots]: a node with subgraphs reads its one subgraph output's
+        recorded type, where it has exactly one slot and the slot holds a NetOutput. GE's
+        walk (`marked`, GetSubgraphOutputNodes with use_cache) has a slot per subgraph name,
+        holding the NetOutput MarkRWTypeForSubgraph met there (none for a missing subgraph or
+        one without); the subgraph marking itself (use_cache false, NodeUtils) a slot per
+        subgraph that exists, holding its first NetOutput."""
         if anchor is None:
             return self._no_producer
         node = anchor.node
         v, i = self.f_out_over(node, anchor)
         if v is not None:
             t = self._typed(self._t_out_over, self.cfg.output_overrides, v, i)
-        elif not node.subgraphs or not any(g is not None for g in node.subgraphs):
+        elif not node.subgraphs:
             t = self.single_output(anchor)
         else:
-            netouts = [(g, n) for g in node.subgraphs if g is not None for n in g.nodes()
-                       if self.p["subgraph_netoutput"](n)]
-            if len(netouts) == 1:
-                g, net = netouts[0]
+            if marked:
+                slots = [self.subgraph_netoutput.get(g) if g is not None else None for g in node.subgraphs]
+            else:
+                slots = [next((n for n in g.nodes() if self.p["subgraph_netoutput"](n)), None)
+                         for g in node.subgraphs if g is not None]
+            if len(slots) == 1 and slots[0] is not None:
+                net = slots[0]
                 entry = self.recorded.get(net.name)
                 val = entry[1].get(anchor.idx, self.OUT_INV) if entry is not None else self.OUT_INV
-                why = f"recorded for subgraph '{g.name}' output {anchor.idx}"
+                why = f"recorded for subgraph '{net.graph.name}' output {anchor.idx}"
             else:
-                val, why = self.OUT_SOFT, f"{len(netouts)} subgraph outputs"
+                val, why = self.OUT_SOFT, f"{len(slots)} subgraph output slot(s)"
             if val != self.OUT_W and len(anchor.peers) > 1:
                 val, why = self.OUT_RO, why + "; several consumers"
             t = _Typed(val, why)
@@ -421,6 +432,7 @@ class RWPass:
                     self._mark_data(g, n)
                 elif self.p["subgraph_netoutput"](n):
                     self._mark_netoutput(g, n, parent)
+                    self.subgraph_netoutput[g] = n
 
     def _mark_data(self, g: Graph, n: Node) -> None:
         idx = node_attr(n, self.cfg.parent_index_attr)
@@ -445,7 +457,7 @@ class RWPass:
             src = a.peer
             if src is None:             # GE_CHECK_NOTNULL(pre_out_anchor), after the index is read
                 raise PassFailure(self.spec.id, f"subgraph output input {a.idx} has no producer", n.name)
-            t = self.output_rw(src)
+            t = self.output_rw(src, marked=False)
             if t.value == self.OUT_W and not self.optimizable(parent, p):
                 self.insert_after(src, a, {
                     "kind": "subgraph-output", "why": "a Writeable subgraph output feeds a parent output whose "
@@ -468,7 +480,7 @@ class RWPass:
                 net = next((n for n in g.nodes() if self.p["subgraph_netoutput"](n)), None) if g is not None else None
                 if net is None or p >= len(net.ins) or net.ins[p].peer is None:
                     break
-                if self.output_rw(net.ins[p].peer).value == self.OUT_RO:
+                if self.output_rw(net.ins[p].peer, marked=False).value == self.OUT_RO:
                     return False
         for c in parent.outs[p].peers:
             if any(g is not None for g in c.node.subgraphs):

@@ -12,7 +12,7 @@ from typing import Any
 
 from engine.core import surgery
 from engine.dsl.ast import Expr
-from engine.core.errors import Collector, Loc
+from engine.core.errors import Collector, Loc, PassFailure
 from engine.core.graph import Graph, InAnchor, Node
 from engine.passes.insertion import apply_neighbour_attrs, build_op, copy_from_src
 from engine.passes.probe import ISOLATED, NO_CONFLICT, Step, expr_cite
@@ -28,7 +28,9 @@ PREDICATES = {
     "data": ("node",),
     "branch_output_conflict": ("node", "netoutput"),
     "continuous_input": ("node",),
+    "two_branches": ("node",),
 }
+OPTIONAL = {"two_branches"}        # absent: false (every branch node's subgraphs are taken as listed)
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ def load_ctrl(value: Any, pack: Pack, errors: Collector, fallback: Loc) -> CtrlN
     r = Reader(value, "layout_conflict.ctrl_nodes", errors, fallback)
     preds = {}
     for name in PREDICATES:
-        text = r.get(name, (str, bool), None, required=True)
+        text = r.get(name, (str, bool), None if name not in OPTIONAL else False, required=name not in OPTIONAL)
         e = parse_rule_expr(text, r.value_loc(name), errors) if text is not None else None
         if e is not None:
             preds[name] = e
@@ -68,14 +70,28 @@ class CtrlNodeConflict:
                 return n
         return None
 
+    def _fail(self, node: Node, message: str) -> None:
+        raise PassFailure(self.lp.spec.id, message, node.name)
+
     def solve(self, g: Graph) -> None:
         for node in self.lp.ctx.model.all_nodes(g):
             if not node.alive:
                 continue
             if self.p["branch"](node):
-                for sg in node.subgraphs:
+                # SolveIfConflict takes subgraphs 0 and 1 (then, else), SolveCaseConflict each
+                # one the node names; a missing one fails the pass (GE_CHECK_NOTNULL), an If's
+                # before either branch is solved
+                subs = list(node.subgraphs)
+                if self.p["two_branches"](node):
+                    subs = [subs[i] if i < len(subs) else None for i in (0, 1)]
+                    if None in subs:
+                        self._fail(node, f"{node.type} has no {'then' if subs[0] is None else 'else'} branch "
+                                         "(SolveIfConflict)")
+                for i, sg in enumerate(subs):
                     if sg is None:
-                        continue
+                        self._fail(node, f"{node.type} has no subgraph {i} (SolveCaseConflict)")
+                    if self._netoutput(sg) is None:
+                        self._fail(node, f"branch {sg.name} has no NetOutput (CheckOneSubGraphConflict)")
                     anchors = self.check_branch(sg, node, record=True)
                     if anchors:
                         self.insert_multi(anchors, {"kind": "ctrl-branch", "parent": node.name, "branch": sg.name,
@@ -142,13 +158,13 @@ class CtrlNodeConflict:
     def solve_loop(self, node: Node) -> None:
         idx = self.cfg.body_index
         body = node.subgraphs[idx] if idx < len(node.subgraphs) else None
-        if body is None:
-            return
+        if body is None:                  # SolveWhileConflict's GE_CHECK_NOTNULL(while_body)
+            self._fail(node, f"{node.type} has no body (subgraph {idx}) (SolveWhileConflict)")
         net = self._netoutput(body)
         if net is None:
-            return
+            self._fail(node, f"loop body {body.name} has no NetOutput (SolveWhileConflict)")
         exchanged, bypass = self.body_data_to_netoutput(body, net)
-        need, verdict = self.output_identity_verdict(body, net)
+        need, verdict = self.output_identity_verdict(body, net, node)
         if self.lp.probe is not None:
             self._why_not_loop(node, net, need, verdict, bypass, exchanged)
         if need:
@@ -186,17 +202,22 @@ class CtrlNodeConflict:
     def need_output_identity(self, body: Graph, net: Node) -> bool:
         return self.output_identity_verdict(body, net)[0]
 
-    def output_identity_verdict(self, body: Graph, net: Node) -> tuple[bool, str]:
-        """IsWhileNeedInsertIdentityAtOutput, with the fact that decided it."""
+    def output_identity_verdict(self, body: Graph, net: Node, loop: Node | None = None) -> tuple[bool, str]:
+        """IsWhileNeedInsertIdentityAtOutput, with the fact that decided it; with `loop` (the
+        solve), GE's failures: a body without a Data, or whose one output has no producer."""
         if len(net.ins) != 1:
             return True, f"the body's NetOutput has {len(net.ins)} inputs, not one"
         first = next((d for d in body.nodes() if self.p["data"](d)), None)
+        if first is None and loop is not None:
+            self._fail(loop, f"loop body {body.name} has no Data (IsWhileNeedInsertIdentityAtOutput)")
         if first is not None and len(first.outs) != 1:
             return True, f"the body's first Data {first.name} has {len(first.outs)} outputs, not one"
+        src = net.ins[0].peer
+        if src is None and loop is not None:
+            self._fail(loop, f"the one output of loop body {body.name} has no producer (IsWhileNeedInsertIdentityAtOutput)")
         table = self.lp.sym.build(self.lp.ctx.model, body)
         if len(table.anchors) == 2:
             return True, "the body has exactly two memory symbols"
-        src = net.ins[0].peer
         if src is None:
             return False, "the body's one output has no producer"
         sym = table.of.get(src)

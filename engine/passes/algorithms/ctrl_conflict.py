@@ -73,23 +73,37 @@ class CtrlNodeConflict:
     def _fail(self, node: Node, message: str) -> None:
         raise PassFailure(self.lp.spec.id, message, node.name)
 
+    def branches(self, node: Node) -> list[Graph]:
+        """The subgraphs GE solves (and checks) of a branch node: an If's 0 and 1 (then, else;
+        SolveIfConflict), a Case's each one it names (SolveCaseConflict); a missing one fails
+        (GE_CHECK_NOTNULL), an If's before either branch is looked at."""
+        subs = list(node.subgraphs)
+        if self.p["two_branches"](node):
+            subs = [subs[i] if i < len(subs) else None for i in (0, 1)]
+            if None in subs:
+                self._fail(node, f"{node.type} has no {'then' if subs[0] is None else 'else'} branch (SolveIfConflict)")
+        for i, sg in enumerate(subs):
+            if sg is None:
+                self._fail(node, f"{node.type} has no subgraph {i} (SolveCaseConflict)")
+        return subs
+
+    def loop_body(self, node: Node) -> tuple[Graph, Node]:
+        """A loop's body and its NetOutput; either missing fails (SolveWhileConflict)."""
+        idx = self.cfg.body_index
+        body = node.subgraphs[idx] if idx < len(node.subgraphs) else None
+        if body is None:                  # GE_CHECK_NOTNULL(while_body)
+            self._fail(node, f"{node.type} has no body (subgraph {idx}) (SolveWhileConflict)")
+        net = self._netoutput(body)
+        if net is None:
+            self._fail(node, f"loop body {body.name} has no NetOutput (SolveWhileConflict)")
+        return body, net
+
     def solve(self, g: Graph) -> None:
         for node in self.lp.ctx.model.all_nodes(g):
             if not node.alive:
                 continue
             if self.p["branch"](node):
-                # SolveIfConflict takes subgraphs 0 and 1 (then, else), SolveCaseConflict each
-                # one the node names; a missing one fails the pass (GE_CHECK_NOTNULL), an If's
-                # before either branch is solved
-                subs = list(node.subgraphs)
-                if self.p["two_branches"](node):
-                    subs = [subs[i] if i < len(subs) else None for i in (0, 1)]
-                    if None in subs:
-                        self._fail(node, f"{node.type} has no {'then' if subs[0] is None else 'else'} branch "
-                                         "(SolveIfConflict)")
-                for i, sg in enumerate(subs):
-                    if sg is None:
-                        self._fail(node, f"{node.type} has no subgraph {i} (SolveCaseConflict)")
+                for sg in self.branches(node):
                     if self._netoutput(sg) is None:
                         self._fail(node, f"branch {sg.name} has no NetOutput (CheckOneSubGraphConflict)")
                     anchors = self.check_branch(sg, node, record=True)
@@ -156,13 +170,7 @@ class CtrlNodeConflict:
                    ISOLATED if isolated else NO_CONFLICT, "ctrl-loop", steps, 0 if need or not exchanged else 2)
 
     def solve_loop(self, node: Node) -> None:
-        idx = self.cfg.body_index
-        body = node.subgraphs[idx] if idx < len(node.subgraphs) else None
-        if body is None:                  # SolveWhileConflict's GE_CHECK_NOTNULL(while_body)
-            self._fail(node, f"{node.type} has no body (subgraph {idx}) (SolveWhileConflict)")
-        net = self._netoutput(body)
-        if net is None:
-            self._fail(node, f"loop body {body.name} has no NetOutput (SolveWhileConflict)")
+        body, net = self.loop_body(node)
         exchanged, bypass = self.body_data_to_netoutput(body, net)
         need, verdict = self.output_identity_verdict(body, net, node)
         if self.lp.probe is not None:
@@ -198,9 +206,6 @@ class CtrlNodeConflict:
             else:
                 bypass.add(peers[0].idx)
         return exchanged, bypass
-
-    def need_output_identity(self, body: Graph, net: Node) -> bool:
-        return self.output_identity_verdict(body, net)[0]
 
     def output_identity_verdict(self, body: Graph, net: Node, loop: Node | None = None) -> tuple[bool, str]:
         """IsWhileNeedInsertIdentityAtOutput, with the fact that decided it; with `loop` (the

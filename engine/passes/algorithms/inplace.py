@@ -323,26 +323,34 @@ class InplacePass:
         return bool(lp.find_conflicts(anchors))
 
     def ctrl_conflict(self, graph: Graph) -> bool:
-        """IsCtrlNodeSubgraphExistMemConflictSymbol: §5.9's checks, as predicates."""
+        """IsCtrlNodeSubgraphExistMemConflictSymbol: §5.9's checks, as predicates.
+
+        Note [ctrl check failures]: GE gathers the anchors of every control node first, and
+        a check that fails on the way (a missing branch or body, a branch without a NetOutput,
+        a one-output body with no Data or an unfed output: the solve's failures) makes the
+        whole answer false (GE_ASSERT in a bool function), whatever was found before it. A
+        loop output IsSkipInsert passes over (fed by a copy) is no conflict, as in the solve."""
         if self.lp.cfg.ctrl is None:
             return False
         ctrl = CtrlNodeConflict(self.lp)
-        for node in self.ctx.model.all_nodes(graph):
-            if ctrl.p["branch"](node):
-                if any(sg is not None and ctrl.check_branch(sg) for sg in node.subgraphs):
-                    return True
-            elif ctrl.p["loop"](node):
-                idx = ctrl.cfg.body_index
-                body = node.subgraphs[idx] if idx < len(node.subgraphs) else None
-                net = ctrl._netoutput(body) if body is not None else None
-                if net is None:
-                    continue
-                exchanged, bypass = ctrl.body_data_to_netoutput(body, net)
-                if exchanged:
-                    return True
-                if ctrl.need_output_identity(body, net) and any(a.idx not in bypass for a in net.ins):
-                    return True
-        return False
+        found = False
+        try:
+            for node in self.ctx.model.all_nodes(graph):
+                if ctrl.p["branch"](node):
+                    for sg in ctrl.branches(node):
+                        if ctrl._netoutput(sg) is None:
+                            return False
+                        found = found or bool(ctrl.check_branch(sg))
+                elif ctrl.p["loop"](node):
+                    body, net = ctrl.loop_body(node)
+                    exchanged, bypass = ctrl.body_data_to_netoutput(body, net)
+                    need = ctrl.output_identity_verdict(body, net, node)[0]
+                    skip = self.lp.f_skip_insert
+                    if exchanged or (need and any(a.idx not in bypass and not skip(a) for a in net.ins)):
+                        found = True
+        except PassFailure:
+            return False
+        return found
 
 
 def run(ctx, graph: Graph, cfg: InplaceConfig, spec) -> None:

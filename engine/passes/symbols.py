@@ -155,25 +155,36 @@ class SymbolBuilder:
             for o in node.outs:
                 if o in of:
                     continue
+                # Note [output symbols]: GE HandleOutAnchorMapping, step by step. An output that
+                # references another node (a RefData it names) joins that node's output 0 when the
+                # table has it; one that reuses input k then joins input k's symbol through
+                # UpdateRefMapping, which appends it whatever it had (so a reference and a reuse
+                # of one symbol list it twice), and fails when input k is in no symbol or when the
+                # output is already in another; an output that reuses no input gets a symbol of
+                # its own name (emplace: when the reference placed it already, that symbol holds
+                # it while the output stays where the reference put it)
                 other, _ = f_rfo(o.node, o)
                 if isinstance(other, OutAnchor):
                     s = of.get(other)
-                    if s is None:
-                        s = t.new(other)
-                    anchors[s].append(o)
-                    of[o] = s
+                    if s is not None:
+                        anchors[s].append(o)
+                        of[o] = s
                 k = memo.get(o, _UNSEEN)
                 if k is _UNSEEN:
                     k = self.ref_from_input(o)
-                if k is not None and 0 <= k < len(ins) and ins[k] in of:
-                    src = of[ins[k]]
-                    if o in of:
-                        t.union(of[o], src)
-                    else:
-                        anchors[src].append(o)
-                        of[o] = src
-                if o not in of:
+                if k is not None and 0 <= k < len(ins):
+                    src = of.get(ins[k])
+                    if src is None:
+                        self._fail(node, f"output {o.idx} reuses input {k}, which is in no symbol (UpdateRefMapping)")
+                    anchors[src].append(o)
+                    cur = of.setdefault(o, src)
+                    if cur != src:
+                        self._fail(node, f"output {o.idx} is in symbol {cur} by the node it references and would join "
+                                         f"{src} by reusing input {k} (UpdateRefMapping)")
+                elif o not in of:
                     t.new(o)
+                elif o.key not in anchors:
+                    anchors[o.key] = [o]
         return t
 
     def _fail(self, node: Node, message: str) -> None:

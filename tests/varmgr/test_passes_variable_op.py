@@ -186,6 +186,16 @@ def test_ref_with_two_producers_fails(pool):                            # 51
         run(pool, b.build())
 
 
+def test_trans_node_without_a_descriptor_fails(pool):
+    """CheckTransNodeAreInverse GE_CHECK_NOTNULLs both trans nodes' input and output 0
+    descriptors; CheckVarAndVarRefAreAlike fails the pass with GE_GRAPH_VARIABLE_OP_PASS_FAILED."""
+    m = graph0()
+    del m.root.find("5d_to_4d_1").op.input_desc[:]
+    with pytest.raises(PassFailure, match=r"CheckTransNodeAreInverse\] failed: 4d_to_5d_1 or 5d_to_4d_1 has no "
+                                          r"descriptor"):
+        run(pool, m)
+
+
 def test_format_change_permitted_once(pool):
     """kMaxVarChangeTimes = 1: a second graph cannot change the variable again."""
     ctrl = GraphRebuildStateCtrl(pool.policy)

@@ -203,7 +203,10 @@ def _check_variable_ref_legally(same_vars: list[Node], refs: list[Node]) -> bool
                 continue
             a, b = outs[0], ins[0]
             if not (a.op.output_desc and b.op.input_desc and b.op.output_desc and a.op.input_desc):
-                return False
+                # CheckTransNodeAreInverse: GE_CHECK_NOTNULL on each of the four descriptors, and
+                # CheckVarAndVarRefAreAlike turns its failure into the pass's
+                raise PassFailure(PASS_ID, f"GE_GRAPH_VARIABLE_OP_PASS_FAILED: [Call][CheckTransNodeAreInverse] "
+                                  f"failed: {a.name} or {b.name} has no descriptor at input or output 0", b.name)
             if not (_alike(_proto_desc(a.op.output_desc[0]), _proto_desc(b.op.input_desc[0])) and
                     _alike(_proto_desc(b.op.output_desc[0]), _proto_desc(a.op.input_desc[0]))):
                 return False                    # "variable ref connection are illegally"

@@ -53,6 +53,23 @@ def test_change_to_false(pool):                                         # 65
     assert value_of(m.root.find("var_is_init")) == b"\x00"
 
 
+def test_the_weight_and_output_take_the_nodes_output_descriptor(pool):
+    """CreateConstant: GeTensor(GetOutputDesc(0), &bool) and AddOutputDesc(that descriptor): the
+    weight's descriptor is the VarIsInitializedOp's output 0 (here a bool of shape [1] in NCHW),
+    not a fresh one."""
+    b = GraphBuilder("g")
+    b.op("variable", "Variable", outs=[desc((2,))])
+    b.op("var_is_init", "VarIsInitializedOp", inputs=["variable:0"], outs=[desc((1,), 0, 12)])
+    b.op("netoutput", "NetOutput", inputs=["var_is_init:0"], outs=[])
+    m = b.build()
+    before = m.root.find("var_is_init").op.output_desc[0].SerializeToString()
+    run_var_is_initialized(m.root, session(pool))
+    const = m.root.find("var_is_init").op
+    assert const.attr["value"].t.desc.SerializeToString() == before
+    assert [d.SerializeToString() for d in const.output_desc] == [before]
+    assert list(const.attr["value"].t.desc.shape.dim) == [1]
+
+
 def test_input_must_be_variable(pool):                                  # 66
     b = GraphBuilder()
     b.op("c", "Constant")

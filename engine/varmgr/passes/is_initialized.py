@@ -82,11 +82,12 @@ def _replace(node: Node, mgr: VarManager, inited: dict[Node, frozenset[Node]]) -
     value = from_manager or var in inited.get(node, frozenset())
     op = node.graph.model.new_op(node.name, one(types.init_flag))      # Note [op memory]
     op.id = node.id
-    if node.op.output_desc:
-        op.output_desc.add().CopyFrom(node.op.output_desc[0])
+    # CreateConstant: the weight is GeTensor(GetOutputDesc(0), the bool) and the output desc that
+    # same descriptor (GE's default GeTensorDesc, ND DT_FLOAT, when the node has no output 0)
+    src = node.op.output_desc[0] if node.op.output_desc else pb.TensorDescriptor(layout="ND", dtype=pb.DT_FLOAT)
+    op.output_desc.add().CopyFrom(src)
     tensor = op.attr[mgr.policy.attrs.weights].t
-    tensor.desc.dtype = pb.DT_BOOL
-    tensor.desc.layout = "ND"
+    tensor.desc.CopyFrom(src)
     tensor.data = b"\x01" if value else b"\x00"
     preds, succs = list(node.in_ctrl), list(node.out_ctrl)
     consumers = [p for o in node.outs for p in o.peers]
